@@ -1,0 +1,97 @@
+"""The error codes of the contract, one type per code, rendered as {"error","message","details"}."""
+
+from typing import Any, ClassVar
+
+
+class ApiError(Exception):
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "INTERNAL_SERVER_ERROR"
+    default_message: ClassVar[str] = "The server failed to handle the request."
+
+    def __init__(self, message: str | None = None, details: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        self.message = message or self.default_message
+        self.details = details
+        self.headers = headers or {}
+        super().__init__(self.message)
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+class BadRequest(ApiError):
+    status, code, default_message = 400, "BAD_REQUEST", "The request body could not be parsed."
+
+
+class InvalidRequest(ApiError):
+    status, code, default_message = 400, "INVALID_REQUEST", "The request is invalid."
+
+
+class ValidationFailed(ApiError):
+    status, code, default_message = 400, "VALIDATION_ERROR", "The request failed validation."
+
+
+class Unauthorized(ApiError):
+    status, code, default_message = 401, "UNAUTHORIZED", "A valid bearer token is required."
+
+    def __init__(self, message: str | None = None, error: str = "invalid_token") -> None:
+        # RFC 6750 §3: say which scheme is expected and, when a token was sent, what was wrong with it.
+        challenge = 'Bearer realm="pia"' + (f', error="{error}"' if error else "")
+        super().__init__(message, headers={"WWW-Authenticate": challenge})
+
+
+class Forbidden(ApiError):
+    status, code, default_message = 403, "FORBIDDEN", "The token is not valid for this resource."
+
+
+class NotFound(ApiError):
+    status, code, default_message = 404, "NOT_FOUND", "No such resource."
+
+
+class MethodNotAllowed(ApiError):
+    status, code, default_message = 405, "METHOD_NOT_ALLOWED", "The method is not allowed on this resource."
+
+
+class Conflict(ApiError):
+    status, code, default_message = 409, "CONFLICT", "The request conflicts with existing state."
+
+
+class BatchIdReused(Conflict):
+    code, default_message = "BATCH_ID_REUSED", "The batch id was already used for a different payload."
+
+
+class LimitExceeded(ApiError):
+    status, code = 413, "LIMIT_EXCEEDED"
+
+    def __init__(self, limit: str, maximum: int, received: int) -> None:
+        super().__init__(
+            f"{limit} exceeded: received {received}, maximum {maximum}.",
+            {"limit": limit, "max": maximum, "received": received},
+        )
+
+
+class UnsupportedMediaType(ApiError):
+    status, code = 415, "UNSUPPORTED_MEDIA_TYPE"
+
+
+class TooManyRequests(ApiError):
+    status, code, default_message = 429, "TOO_MANY_REQUESTS", "Rate limit exceeded."
+
+
+class ServiceUnavailable(ApiError):
+    status, code, default_message = 503, "SERVICE_UNAVAILABLE", "The service is temporarily unavailable."
+
+
+class InternalServerError(ApiError):
+    pass
+
+
+class OtherHttpError(ApiError):
+    """An HTTP-level failure without a code of its own in the contract, named after its status."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code = status, code  # type: ignore[misc]

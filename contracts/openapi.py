@@ -1,0 +1,159 @@
+"""The OpenAPI 3.1 document of every route the service serves, at /v1/openapi.json."""
+
+from typing import Any
+
+from contracts.limits import published_limits
+
+SCOPE_PREFIXES = {
+    "ecom": "/v1/tenants/{tenantId}/ecom_stores/{eComStoreId}",
+    "loyalty_programs": "/v1/tenants/{tenantId}/loyalty_programs/{loyaltyProgramId}",
+    "demand_planning": "/v1/tenants/{tenantId}/demand_planning",
+}
+_PATH_PARAMETERS = {
+    "tenantId": "Tenant id.",
+    "eComStoreId": "eCom store id the token was issued for.",
+    "loyaltyProgramId": "Loyalty program id the token was issued for.",
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return _json(_ref("Error"), description)
+
+
+def _list_of(item: str) -> dict[str, Any]:
+    return {"type": "object", "required": ["items"], "properties": {"items": {"type": "array", "items": _ref(item)}}}
+
+
+def _protected(scope: str, summary: str, ok: dict[str, Any], tag: str, **extra: Any) -> dict[str, Any]:
+    """An operation under a scope prefix: bearer security and the shared 401/403/429/500 answers."""
+    responses = {
+        "200": ok,
+        "401": _error("Missing, invalid or expired token."),
+        "403": _error(f"Token not issued for this tenant, resource or the {scope} scope."),
+        "429": _error("Rate limit exceeded; wait Retry-After seconds."),
+        "500": _error("Server failure."),
+    }
+    security = [{"OAuth2": [scope]}, {"BearerAuth": []}]
+    return {"summary": summary, "tags": [tag], "security": security, "responses": responses, **extra}
+
+
+def _parameters(path: str) -> list[dict[str, Any]]:
+    return [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}, "description": text}
+            for name, text in _PATH_PARAMETERS.items() if "{" + name + "}" in path]
+
+
+def _token_operation(summary: str, legacy: bool) -> dict[str, Any]:
+    fields = ["client_id", "client_secret", "grant_type", "scope", "resource"] + ([] if legacy else ["tenant_id"])
+    request_schema = {"type": "object", "required": ["grant_type"] + ([] if legacy else ["tenant_id"]),
+                      "properties": {name: {"type": "string"} for name in fields}}
+    return {
+        "summary": summary, "tags": ["Authentication"], "security": [],
+        "requestBody": {"required": True, "content": {
+            "application/x-www-form-urlencoded": {"schema": request_schema},
+            "application/json": {"schema": request_schema}}},
+        "responses": {
+            "200": _json(_ref("TokenResponse"), "Access token."),
+            "400": _json(_ref("TokenError"), "invalid_request, unsupported_grant_type, invalid_scope or "
+                                             "invalid_target (RFC 6749 §5.2, RFC 8707)."),
+            "401": _json(_ref("TokenError"), "invalid_client: client authentication failed or disabled."),
+        },
+    }
+
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "required": ["error", "message"], "properties": {
+        "error": {"type": "string", "description": "Stable machine-readable code."},
+        "message": {"type": "string"}, "details": {"type": "object"}}},
+    "TokenResponse": {"type": "object", "required": ["access_token", "token_type", "expires_in"], "properties": {
+        "access_token": {"type": "string"}, "token_type": {"const": "Bearer"},
+        "expires_in": {"type": "integer", "examples": [3600]}, "scope": {"type": "string"}}},
+    "TokenError": {"type": "object", "required": ["error"], "properties": {
+        "error": {"enum": ["invalid_request", "invalid_client", "unsupported_grant_type", "invalid_scope",
+                           "invalid_target"]},
+        "error_description": {"type": "string"}, "message": {"type": "string"}}},
+    "StoreStatus": {"enum": ["RELEASED", "NOT_RELEASED"]},
+    "RetailStore": {"type": "object", "required": ["id", "number", "name", "status"], "properties": {
+        "id": {"type": "string"}, "number": {"type": "string"}, "name": {"type": "string"},
+        "status": _ref("StoreStatus"),
+        "visitAddress": {"type": "object", "properties": {
+            name: {"type": ["string", "null"]} for name in ("street", "postCode", "city", "countryIsoCode")}}}},
+    "EcomStore": {"type": "object", "required": ["id", "number", "name", "status"], "properties": {
+        "id": {"type": "string"}, "number": {"type": "string"}, "name": {"type": "string"},
+        "status": _ref("StoreStatus")}},
+    "Limits": {"type": "object", "properties": {name: {"type": "integer"} for name in published_limits()}},
+    "Health": {"type": "object", "required": ["status", "checks"], "properties": {
+        "status": {"enum": ["ok", "unavailable"]},
+        "checks": {"type": "object", "properties": {"database": {"type": "object", "properties": {
+            "status": {"enum": ["ok", "unavailable"]}, "latencyMs": {"type": "number"}}}}}}},
+}
+
+
+def _paths() -> dict[str, dict[str, Any]]:
+    ecom, loyalty, planning = (SCOPE_PREFIXES[s] for s in ("ecom", "loyalty_programs", "demand_planning"))
+    return {
+        "/healthcheck": {"get": {"summary": "Probe the service and its database", "tags": ["Operations"],
+                                 "security": [], "responses": {
+                                     "200": _json(_ref("Health"), "Healthy."),
+                                     "503": _json(_ref("Health"), "The database cannot be reached.")}}},
+        "/v1/openapi.json": {"get": {"summary": "This document", "tags": ["Operations"], "security": [],
+                                     "responses": {"200": {"description": "OpenAPI 3.1 document."}}}},
+        "/.well-known/jwks.json": {"get": {"summary": "Public token signing keys", "tags": ["Authentication"],
+                                           "security": [], "responses": {"200": {"description": "JWK set."}}}},
+        "/.well-known/oauth-authorization-server": {"get": {
+            "summary": "Authorization server metadata (RFC 8414)", "tags": ["Authentication"], "security": [],
+            "responses": {"200": {"description": "Metadata."}}}},
+        "/.well-known/openid-configuration": {"get": {
+            "summary": "OpenID provider configuration", "tags": ["Authentication"], "security": [],
+            "responses": {"200": {"description": "Metadata."}}}},
+        "/oauth2/token": {"post": _token_operation("Exchange client credentials for a token", legacy=False)},
+        "/v1/tenants/{tenantId}/oauth2/v2.0/token": {
+            "post": _token_operation("Token endpoint kept for existing integrations", legacy=True)},
+        f"{ecom}/retail_stores": {"get": _protected(
+            "ecom", "Retail stores of the eCom store's company (click and collect network)",
+            _json(_list_of("RetailStore"), "Retail stores."), "E-commerce")},
+        f"{loyalty}/retail_stores": {"get": _protected(
+            "loyalty_programs", "Retail stores of the loyalty program",
+            _json(_list_of("RetailStore"), "Retail stores."), "Loyalty programs")},
+        f"{planning}/retail_stores": {"get": _protected(
+            "demand_planning", "Retail stores with their numbers",
+            _json(_list_of("RetailStore"), "Retail stores."), "Demand planning")},
+        f"{planning}/ecom_stores": {"get": _protected(
+            "demand_planning", "eCom stores with their numbers",
+            _json(_list_of("EcomStore"), "eCom stores."), "Demand planning")},
+        f"{planning}/limits": {"get": _protected(
+            "demand_planning", "Published limits", _json(_ref("Limits"), "Limits."), "Demand planning")},
+    }
+
+
+def openapi_document(base_url: str) -> dict[str, Any]:
+    paths = _paths()
+    for path, item in paths.items():
+        if parameters := _parameters(path):
+            item["parameters"] = parameters
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Public Integration API", "version": "latest",
+                 "description": "Integration API of the retail back office. Demand planning is experimental."},
+        "servers": [{"url": base_url}],
+        "tags": [{"name": "Demand planning", "description": "Experimental."}],
+        "security": [{"OAuth2": []}, {"BearerAuth": []}],
+        "paths": paths,
+        "components": {
+            "schemas": _SCHEMAS,
+            "securitySchemes": {
+                "OAuth2": {"type": "oauth2", "flows": {"clientCredentials": {
+                    "tokenUrl": f"{base_url}/oauth2/token",
+                    "scopes": {"ecom": "E-commerce", "loyalty_programs": "Loyalty programs",
+                               "demand_planning": "Demand planning"}}}},
+                "BearerAuth": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+            },
+        },
+    }

@@ -1,0 +1,103 @@
+"""The Quart application: one error body everywhere, a request id on every response."""
+
+import asyncio
+import logging
+import re
+
+import sqlalchemy as sa
+from quart import Quart, Response, g, request
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from contracts.errors import (
+    ApiError,
+    BadRequest,
+    InternalServerError,
+    MethodNotAllowed,
+    NotFound,
+    OtherHttpError,
+)
+from contracts.limits import MAX_REQUEST_BYTES
+from serving.jsonio import json_response
+from serving.protection import finish_protected
+from serving.ratelimit import RollingWindowLimiter
+from serving.routes import demand_planning, ecom, loyalty_programs, meta, oauth
+from serving.services import Services
+from serving.tokens import TokenAuthority
+from store.config import Settings
+from store.ids import new_id
+
+log = logging.getLogger("pia.request")
+# A caller's own request id is kept when it is short and safe to echo into logs and headers.
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+BODY_DRAIN_SECONDS = 5.0
+
+
+def create_app(settings: Settings, engine: sa.Engine, issuer: str) -> Quart:
+    app = Quart("pia")
+    # No request body may exceed the largest published limit; uploads check their own limits first.
+    app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+    app.extensions["pia"] = Services(
+        settings=settings, engine=engine,
+        tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds),
+        limiter=RollingWindowLimiter(settings.rate_limit_storage_url))
+
+    @app.before_request
+    async def assign_request_id() -> None:
+        incoming = request.headers.get("X-Request-Id", "")
+        g.request_id = incoming if _REQUEST_ID.match(incoming) else new_id()
+
+    @app.after_request
+    async def finish(response: Response) -> Response:
+        response = await finish_protected(response)
+        response.headers["X-Request-Id"] = g.get("request_id") or new_id()
+        await _drain_request_body(response)
+        return response
+
+    @app.errorhandler(ApiError)
+    async def api_error(error: ApiError) -> Response:
+        return json_response(error.body(), error.status, error.headers)
+
+    @app.errorhandler(HTTPException)
+    async def http_error(error: HTTPException) -> Response:
+        translated = _translate(error)
+        response = json_response(translated.body(), translated.status, translated.headers)
+        if error.code == 405 and getattr(error, "valid_methods", None):
+            response.headers["Allow"] = ", ".join(sorted(error.valid_methods))
+        return response
+
+    @app.errorhandler(Exception)
+    async def unexpected(error: Exception) -> Response:
+        log.exception("unhandled error in request %s %s %s", g.get("request_id"), request.method,
+                      request.path)
+        failure = InternalServerError(f"The server failed; quote request id {g.get('request_id')}.")
+        return json_response(failure.body(), failure.status)
+
+    for blueprint in (meta.blueprint, oauth.blueprint, ecom.blueprint, loyalty_programs.blueprint,
+                      demand_planning.blueprint):
+        app.register_blueprint(blueprint)
+    return app
+
+
+async def _drain_request_body(response: Response) -> None:
+    """Receive the whole request body before answering, even when the route never read it.
+
+    Hypercorn cannot keep a connection alive while part of the request is still unread; it then drops the
+    connection after the response, and a client reusing it sees a disconnect. Bodies too big or too slow to
+    drain get `Connection: close` instead.
+    """
+    try:
+        await asyncio.wait_for(request.body, timeout=BODY_DRAIN_SECONDS)
+    except (RequestEntityTooLarge, TimeoutError):
+        response.headers["Connection"] = "close"
+
+
+def _translate(error: HTTPException) -> ApiError:
+    """Werkzeug's routing and parsing errors in the contract's shape."""
+    if error.code == 404:
+        return NotFound(f"No route {request.method} {request.path}.")
+    if error.code == 405:
+        return MethodNotAllowed(f"{request.method} is not allowed on {request.path}.")
+    if error.code == 400:
+        return BadRequest(error.description)
+    return OtherHttpError(error.code or 500, (error.name or "Error").upper().replace(" ", "_"),
+                          error.description or "")

@@ -1,0 +1,50 @@
+"""The `pia` command: every role of the service, each room mounting its own commands."""
+
+import logging
+
+import click
+
+from serving.admin import admin
+from serving.demo import demo
+from serving.server import run
+from store.config import Settings
+from store.engine import create_engine
+from store.migrate import current_revision, head_revision, upgrade
+
+
+@click.group()
+def main() -> None:
+    """pia: the Public Integration API of the retail back office."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+@main.group()
+def db() -> None:
+    """The database schema."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Create the schema or migrate it to the newest revision, keeping the data."""
+    engine = create_engine(Settings())
+    before = current_revision(engine)
+    upgrade(engine)
+    click.echo(f"schema at revision {current_revision(engine)} (was {before or 'empty'})")
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=int)
+def serve(host: str, port: int) -> None:
+    """Serve the API (embedded DuckDB by default, PostgreSQL when PIA_DATABASE_URL names one)."""
+    settings = Settings()
+    engine = create_engine(settings)
+    if settings.is_embedded:
+        upgrade(engine)
+    elif current_revision(engine) != head_revision():
+        raise click.ClickException("The database schema is not current: run `pia db upgrade` first.")
+    run(settings, engine, host, port)
+
+
+main.add_command(admin)
+main.add_command(demo)

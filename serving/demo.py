@@ -1,0 +1,91 @@
+"""`pia demo`: seed a demo tenant and a test tenant once, write their credentials, serve."""
+
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+import sqlalchemy as sa
+
+from serving.admin import issue_client
+from serving.demo_data import demo_document
+from serving.server import base_url, run
+from store.backoffice import load_document
+from store.clients import DEMAND_PLANNING_PERMISSION
+from store.config import Settings
+from store.engine import create_engine
+from store.migrate import upgrade
+from store.reference import list_ecom_stores, list_loyalty_programs
+from store.tenants import create_tenant, get_tenant
+
+CREDENTIALS_FILE = "demo-credentials.json"
+DEMO_TENANTS = (("Nordlys Retail", False), ("Nordlys Retail (test)", True))
+
+
+def _client(client_id: str, secret: str, scope: str, resource: str | None,
+            permissions: tuple[str, ...]) -> dict[str, Any]:
+    return {"clientId": client_id, "clientSecret": secret, "scope": scope, "resource": resource,
+            "permissions": list(permissions)}
+
+
+def seed_demo_tenant(engine: sa.Engine, name: str, is_test: bool) -> dict[str, Any]:
+    tenant_id = create_tenant(engine, name, is_test)
+    load_document(engine, tenant_id, demo_document(name))
+    stores = list_ecom_stores(engine, tenant_id)
+    programs = list_loyalty_programs(engine, tenant_id)
+    wanted: list[tuple[str, str | None, tuple[str, ...]]] = [("ecom", s.id, ()) for s in stores]
+    wanted += [("loyalty_programs", p.id, ()) for p in programs]
+    wanted += [("demand_planning", None, (DEMAND_PLANNING_PERMISSION,)), ("demand_planning", None, ())]
+    clients = []
+    for scope, resource, permissions in wanted:
+        label = f"demo {scope}" + (" with Demand Planning permission" if permissions else "")
+        client_id, secret = issue_client(engine, tenant_id, label, scope, resource, permissions)
+        clients.append(_client(client_id, secret, scope, resource, permissions))
+    return {
+        "id": tenant_id, "name": name, "test": is_test,
+        "ecomStores": [{"id": s.id, "number": s.number, "released": s.released} for s in stores],
+        "loyaltyPrograms": [{"id": p.id, "name": p.name} for p in programs],
+        "clients": clients,
+    }
+
+
+def _reusable(engine: sa.Engine, path: Path) -> dict[str, Any] | None:
+    """The credentials of an earlier run on this data dir, if its tenants are still in the store."""
+    if not path.exists():
+        return None
+    credentials = orjson.loads(path.read_bytes())
+    if all(get_tenant(engine, tenant["id"]) for tenant in credentials["tenants"]):
+        return credentials
+    return None
+
+
+def _curl(credentials: dict[str, Any]) -> str:
+    tenant = credentials["tenants"][0]
+    client = next(c for c in tenant["clients"] if DEMAND_PLANNING_PERMISSION in c["permissions"])
+    return (f"curl -s -u '{client['clientId']}:{client['clientSecret']}' {credentials['tokenUrl']} "
+            f"-d grant_type=client_credentials -d scope=demand_planning -d tenant_id={tenant['id']}")
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("pia-data"),
+              show_default=True)
+def demo(host: str, port: int, data_dir: Path) -> None:
+    """Seed demo data on first run (reuse it after), write DIR/demo-credentials.json and serve."""
+    settings = Settings(data_dir=data_dir)
+    engine = create_engine(settings)
+    upgrade(engine)
+    path = data_dir / CREDENTIALS_FILE
+    credentials = _reusable(engine, path)
+    if credentials is None:
+        credentials = {"tenants": [seed_demo_tenant(engine, name, test) for name, test in DEMO_TENANTS]}
+        click.echo(f"seeded {len(DEMO_TENANTS)} tenants into {data_dir}")
+    else:
+        click.echo(f"reusing the demo data in {data_dir}")
+    url = base_url(host, port)
+    credentials = {"baseUrl": url, "tokenUrl": f"{url}/oauth2/token", "tenants": credentials["tenants"]}
+    path.write_bytes(orjson.dumps(credentials, option=orjson.OPT_INDENT_2))
+    path.chmod(0o600)  # it holds client secrets
+    click.echo(f"credentials: {path}\nget a token:\n  {_curl(credentials)}")
+    run(settings, engine, host, port)

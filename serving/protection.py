@@ -1,0 +1,94 @@
+"""Bearer authentication, authorization to tenant/scope/resource, rate limiting and audit.
+
+Every scope blueprint calls `protect`, so no route under /v1/tenants/{tenantId}/… can be left open.
+"""
+
+import logging
+import time
+from dataclasses import dataclass
+
+from quart import Blueprint, Response, g, request
+
+from contracts.errors import Forbidden, TooManyRequests, Unauthorized
+from serving.jsonio import blocking
+from serving.ratelimit import RateLimitState
+from serving.services import services
+from store.audit import record_request
+from store.clients import DEMAND_PLANNING_PERMISSION, Client, get_client
+from store.ids import utc_now
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Caller:
+    client: Client
+    token_id: str
+    started: float
+
+
+def bearer_token() -> str:
+    header = request.headers.get("Authorization")
+    if not header:
+        # RFC 6750 §3.1: no error code when the request carried no credentials at all.
+        raise Unauthorized("An Authorization: Bearer header is required.", error="")
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("The Authorization header must be 'Bearer <access token>'.", error="invalid_request")
+    return token.strip()
+
+
+async def authenticate() -> Caller:
+    claims = await blocking(services().tokens.verify, bearer_token())
+    client = await blocking(get_client, services().engine, claims.tenant_id, claims.client_id)
+    if client is None or not client.enabled:
+        raise Unauthorized("The API client of this token is disabled or no longer exists.")
+    return Caller(client, claims.token_id, time.perf_counter())
+
+
+def authorize(client: Client, tenant_id: str, scope: str, resource_id: str | None) -> None:
+    if client.tenant_id != tenant_id:
+        raise Forbidden("The token was issued for another tenant.")
+    if client.scope != scope:
+        raise Forbidden(f"The token's scope is {client.scope}, this path needs {scope}.")
+    if resource_id is not None and client.resource_id != resource_id:
+        raise Forbidden("The token was issued for another resource.")
+    if scope == "demand_planning" and DEMAND_PLANNING_PERMISSION not in client.permissions:
+        raise Forbidden("The API client lacks the Demand Planning permission.")
+
+
+def protect(blueprint: Blueprint, scope: str, resource_arg: str | None = None) -> None:
+    """Guard every route of a scope's blueprint; resource_arg names the path variable of its resource."""
+
+    @blueprint.before_request
+    async def guard() -> None:
+        caller = await authenticate()
+        g.caller = caller
+        limit = caller.client.rate_limit_per_minute or services().settings.rate_limit_per_minute
+        g.rate_limit = state = await services().limiter.hit(f"client:{caller.client.id}", limit)
+        if not state.allowed:
+            raise TooManyRequests(f"More than {limit} requests in 60 seconds; retry after "
+                                  f"{state.reset_seconds} s.",
+                                  headers={"Retry-After": str(state.reset_seconds)})
+        args = request.view_args or {}
+        authorize(caller.client, args["tenantId"], scope, args.get(resource_arg) if resource_arg else None)
+
+
+async def finish_protected(response: Response) -> Response:
+    """Rate-limit headers and an audit row for every request that carried a valid token."""
+    caller: Caller | None = g.get("caller")
+    if caller is None:
+        return response
+    state: RateLimitState | None = g.get("rate_limit")
+    if state is not None:
+        response.headers.update(state.headers())
+    try:
+        await blocking(
+            record_request, services().engine, caller.client.tenant_id, client_id=caller.client.id,
+            token_id=caller.token_id, request_id=g.request_id, method=request.method,
+            path=request.full_path.rstrip("?"), status=response.status_code,
+            duration_ms=round((time.perf_counter() - caller.started) * 1000, 3), time=utc_now())
+    except Exception:
+        # The answer is already decided; a lost audit row is logged loudly rather than turned into a 500.
+        log.exception("audit write failed for request %s", g.request_id)
+    return response

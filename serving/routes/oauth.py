@@ -1,0 +1,143 @@
+"""OAuth 2.0 client credentials token endpoints; errors per RFC 6749 §5.2 (and RFC 8707 for resource)."""
+
+import base64
+import binascii
+from typing import Any
+from urllib.parse import parse_qs, unquote_plus
+
+import orjson
+from quart import Blueprint, Response, request
+
+from serving.credentials import DUMMY_HASH, secret_matches
+from serving.jsonio import blocking, json_response
+from serving.services import services
+from store.clients import Client, get_client
+
+blueprint = Blueprint("oauth", __name__)
+_NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+class TokenError(Exception):
+    def __init__(self, status: int, error: str, description: str) -> None:
+        super().__init__(description)
+        self.status, self.error, self.description = status, error, description
+
+    def response(self) -> Response:
+        # error_description is RFC 6749's name; message keeps the service's uniform error body.
+        body = {"error": self.error, "error_description": self.description, "message": self.description}
+        headers = dict(_NO_STORE)
+        if self.status == 401:
+            headers["WWW-Authenticate"] = 'Basic realm="pia"'
+        return json_response(body, self.status, headers)
+
+
+def _invalid_request(description: str) -> TokenError:
+    return TokenError(400, "invalid_request", description)
+
+
+async def _parameters() -> dict[str, str]:
+    raw = await request.get_data(cache=False)
+    mimetype = request.mimetype
+    if mimetype == "application/x-www-form-urlencoded":
+        try:
+            pairs = parse_qs(raw.decode(), keep_blank_values=True, strict_parsing=bool(raw))
+        except (UnicodeDecodeError, ValueError):
+            raise _invalid_request("The form body could not be parsed.") from None
+        repeated = sorted(name for name, values in pairs.items() if len(values) > 1)
+        if repeated:
+            raise _invalid_request(f"Parameters given more than once: {', '.join(repeated)}.")
+        return {name: values[0] for name, values in pairs.items()}
+    if mimetype == "application/json":
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise _invalid_request("The JSON body could not be parsed.") from None
+        if not isinstance(body, dict) or not all(isinstance(v, str) for v in body.values() if v is not None):
+            raise _invalid_request("The JSON body must be an object of string parameters.")
+        return {name: value for name, value in body.items() if value is not None}
+    raise _invalid_request("Send the parameters as application/x-www-form-urlencoded or application/json.")
+
+
+def _basic_credentials() -> tuple[str, str] | None:
+    header = request.headers.get("Authorization")
+    if not header:
+        return None
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        raise TokenError(401, "invalid_client", "Client authentication must use HTTP Basic.")
+    try:
+        client_id, separator, secret = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        raise TokenError(401, "invalid_client", "The Basic credentials could not be decoded.") from None
+    if not separator:
+        raise TokenError(401, "invalid_client", "The Basic credentials must be client_id:client_secret.")
+    # RFC 6749 §2.3.1: both parts are form-urlencoded before Basic encoding.
+    return unquote_plus(client_id), unquote_plus(secret)
+
+
+def _credentials(params: dict[str, str]) -> tuple[str, str]:
+    basic = _basic_credentials()
+    in_body = "client_id" in params or "client_secret" in params
+    if basic and in_body:
+        raise _invalid_request("Authenticate the client by HTTP Basic or by the body, not both.")
+    if basic:
+        return basic
+    if not params.get("client_id") or not params.get("client_secret"):
+        raise TokenError(401, "invalid_client", "Client credentials are missing.")
+    return params["client_id"], params["client_secret"]
+
+
+async def _authenticated_client(tenant_id: str, client_id: str, secret: str) -> Client:
+    client = await blocking(get_client, services().engine, tenant_id, client_id)
+    # Hash even for an unknown client, so timing does not tell which client ids exist.
+    matches = await blocking(secret_matches, secret, client.secret_hash if client else DUMMY_HASH)
+    if client is None or not matches:
+        raise TokenError(401, "invalid_client", "Client authentication failed.")
+    if not client.enabled:
+        raise TokenError(401, "invalid_client", "The API client is disabled.")
+    return client
+
+
+def _check_grant(client: Client, params: dict[str, str]) -> None:
+    grant_type = params.get("grant_type")
+    if not grant_type:
+        raise _invalid_request("grant_type is required.")
+    if grant_type != "client_credentials":
+        raise TokenError(400, "unsupported_grant_type", "Only grant_type=client_credentials is supported.")
+    scope = params.get("scope") or client.scope
+    if scope != client.scope:
+        raise TokenError(400, "invalid_scope", f"This API client may only request scope {client.scope}.")
+    resource = params.get("resource")
+    if client.resource_id is None and resource:
+        raise TokenError(400, "invalid_target", "The demand_planning scope takes no resource.")
+    if client.resource_id is not None and resource not in (None, "", client.resource_id):
+        raise TokenError(400, "invalid_target", "The resource is not the one this API client is bound to.")
+
+
+async def _token_response(tenant_id: str | None) -> Response:
+    try:
+        params = await _parameters()
+        if tenant_id and params.get("tenant_id") not in (None, tenant_id):
+            raise _invalid_request("tenant_id in the body differs from the tenant in the path.")
+        tenant_id = tenant_id or params.get("tenant_id")
+        client_id, secret = _credentials(params)
+        if not tenant_id:
+            raise _invalid_request("tenant_id is required.")
+        client = await _authenticated_client(tenant_id, client_id, secret)
+        _check_grant(client, params)
+    except TokenError as error:
+        return error.response()
+    token, _ = await blocking(services().tokens.issue, client)
+    body: dict[str, Any] = {"access_token": token, "token_type": "Bearer",
+                            "expires_in": services().tokens.lifetime_seconds, "scope": client.scope}
+    return json_response(body, 200, _NO_STORE)
+
+
+@blueprint.post("/oauth2/token")
+async def token() -> Response:
+    return await _token_response(None)
+
+
+@blueprint.post("/v1/tenants/<tenantId>/oauth2/v2.0/token")
+async def tenant_token(tenantId: str) -> Response:  # noqa: N803 - path variable named as in the spec
+    return await _token_response(tenantId)

@@ -1,0 +1,21 @@
+"""How stores look to callers, shared by the scopes that list them."""
+
+from typing import Any
+
+import sqlalchemy as sa
+
+
+def _status(released: bool) -> str:
+    return "RELEASED" if released else "NOT_RELEASED"
+
+
+def retail_store_json(row: sa.Row) -> dict[str, Any]:
+    return {
+        "id": row.id, "number": row.number, "name": row.name, "status": _status(row.released),
+        "visitAddress": {"street": row.street, "postCode": row.post_code, "city": row.city,
+                         "countryIsoCode": row.country_iso_code},
+    }
+
+
+def ecom_store_json(row: sa.Row) -> dict[str, Any]:
+    return {"id": row.id, "number": row.number, "name": row.name, "status": _status(row.released)}

@@ -1,0 +1,32 @@
+"""Serving the app with Hypercorn."""
+
+import asyncio
+import signal
+
+import sqlalchemy as sa
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+
+from serving.app import create_app
+from store.config import Settings
+
+
+def base_url(host: str, port: int) -> str:
+    return f"http://{host}:{port}"
+
+
+def run(settings: Settings, engine: sa.Engine, host: str, port: int) -> None:
+    app = create_app(settings, engine, issuer=settings.issuer or base_url(host, port))
+    config = Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = "-"
+    config.graceful_timeout = 10
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await serve(app, config, shutdown_trigger=stop.wait)
+
+    asyncio.run(main())

@@ -1,0 +1,22 @@
+"""What the routes share: the store engine, the token authority, the rate limiter, the settings."""
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from quart import current_app
+
+from serving.ratelimit import RateLimiter
+from serving.tokens import TokenAuthority
+from store.config import Settings
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    engine: sa.Engine
+    tokens: TokenAuthority
+    limiter: RateLimiter
+
+
+def services() -> Services:
+    return current_app.extensions["pia"]

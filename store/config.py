@@ -1,0 +1,36 @@
+"""The one place configuration is read from the environment (`PIA_*` variables)."""
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from contracts.limits import RATE_LIMIT_PER_MINUTE
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PIA_", frozen=True)
+
+    data_dir: Path = Path("pia-data")
+    # Empty means the embedded DuckDB file under data_dir.
+    database_url: str = ""
+    # The public base address, used as token issuer; empty means http://HOST:PORT of `pia serve`.
+    issuer: str = ""
+    token_lifetime_seconds: int = 3600
+    rate_limit_per_minute: int = RATE_LIMIT_PER_MINUTE
+    # limits storage URI: memory:// in one process, redis://host:6379 across API replicas.
+    rate_limit_storage_url: str = "memory://"
+    # When set, tests that need an external service fail instead of skipping.
+    require_services: bool = False
+    # Tests create (and drop) a fresh database per session through this server.
+    test_postgres_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+    @cached_property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"duckdb:///{(self.data_dir / 'pia.duckdb').resolve()}"
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.resolved_database_url.startswith("duckdb")

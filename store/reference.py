@@ -1,0 +1,49 @@
+"""Reads of the back-office reference data: stores and programs."""
+
+import sqlalchemy as sa
+
+from store.schema import ecom_stores, loyalty_program_stores, loyalty_programs, retail_stores
+
+_RETAIL_STORE_COLUMNS = (retail_stores.c.id, retail_stores.c.number, retail_stores.c.name,
+                         retail_stores.c.released, retail_stores.c.street, retail_stores.c.post_code,
+                         retail_stores.c.city, retail_stores.c.country_iso_code)
+
+
+def _rows(engine: sa.Engine, query: sa.Select) -> list[sa.Row]:
+    with engine.connect() as conn:
+        return list(conn.execute(query))
+
+
+def list_retail_stores(engine: sa.Engine, tenant_id: str) -> list[sa.Row]:
+    return _rows(engine, sa.select(*_RETAIL_STORE_COLUMNS)
+                 .where(retail_stores.c.tenant_id == tenant_id).order_by(retail_stores.c.number))
+
+
+def list_ecom_stores(engine: sa.Engine, tenant_id: str) -> list[sa.Row]:
+    return _rows(engine, sa.select(ecom_stores.c.id, ecom_stores.c.number, ecom_stores.c.name,
+                                   ecom_stores.c.released)
+                 .where(ecom_stores.c.tenant_id == tenant_id).order_by(ecom_stores.c.number))
+
+
+def list_loyalty_programs(engine: sa.Engine, tenant_id: str) -> list[sa.Row]:
+    return _rows(engine, sa.select(loyalty_programs.c.id, loyalty_programs.c.code, loyalty_programs.c.name)
+                 .where(loyalty_programs.c.tenant_id == tenant_id).order_by(loyalty_programs.c.code))
+
+
+def company_retail_stores(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> list[sa.Row]:
+    """The click and collect network of an eCom store: the retail stores of its company."""
+    company = (sa.select(ecom_stores.c.company_id)
+               .where(ecom_stores.c.tenant_id == tenant_id, ecom_stores.c.id == ecom_store_id)
+               .scalar_subquery())
+    return _rows(engine, sa.select(*_RETAIL_STORE_COLUMNS)
+                 .where(retail_stores.c.tenant_id == tenant_id, retail_stores.c.company_id == company)
+                 .order_by(retail_stores.c.number))
+
+
+def program_retail_stores(engine: sa.Engine, tenant_id: str, program_id: str) -> list[sa.Row]:
+    members = loyalty_program_stores
+    return _rows(engine, sa.select(*_RETAIL_STORE_COLUMNS)
+                 .join(members, sa.and_(members.c.retail_store_id == retail_stores.c.id,
+                                        members.c.tenant_id == tenant_id))
+                 .where(retail_stores.c.tenant_id == tenant_id, members.c.loyalty_program_id == program_id)
+                 .order_by(retail_stores.c.number))

@@ -1,0 +1,196 @@
+"""SQLAlchemy Core schema shared by DuckDB and PostgreSQL.
+
+Every row carries tenant_id (signing keys are the one service-wide table). Foreign keys are left to the
+loader and the store functions: DuckDB refuses to update a row that another row references, which would
+make ordinary upserts of stores and SKUs impossible there.
+"""
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _id(name: str = "id") -> sa.Column:
+    return sa.Column(name, sa.String(36), primary_key=True)
+
+
+def _tenant() -> sa.Column:
+    return sa.Column("tenant_id", sa.String(36), nullable=False)
+
+
+def _ref(name: str, nullable: bool = False) -> sa.Column:
+    return sa.Column(name, sa.String(36), nullable=nullable)
+
+
+def _instant(name: str, nullable: bool = False) -> sa.Column:
+    return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
+
+
+def _decimal(name: str, nullable: bool = True) -> sa.Column:
+    return sa.Column(name, sa.Numeric(18, 4), nullable=nullable)
+
+
+tenants = sa.Table(
+    "tenants",
+    metadata,
+    _id(),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("is_test", sa.Boolean, nullable=False),
+    _instant("created_time"),
+)
+
+companies = sa.Table(
+    "companies",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("number", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("currency_iso_code", sa.String(3), nullable=False),
+    sa.UniqueConstraint("tenant_id", "number"),
+)
+
+# A BASE assortment is shared by many stores; a LOCAL assortment refines it for a group of stores.
+assortments = sa.Table(
+    "assortments",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("code", sa.String(64), nullable=False),
+    sa.Column("kind", sa.String(8), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.UniqueConstraint("tenant_id", "code"),
+)
+
+assortment_lines = sa.Table(
+    "assortment_lines",
+    metadata,
+    _tenant(),
+    sa.Column("assortment_id", sa.String(36), primary_key=True),
+    sa.Column("sku_id", sa.String(36), primary_key=True),
+    sa.Column("replenishment_type", sa.String(8), nullable=False),
+    _decimal("reorder_point"),
+    _decimal("maximum_inventory"),
+    _instant("modified_time"),
+)
+
+retail_stores = sa.Table(
+    "retail_stores",
+    metadata,
+    _id(),
+    _tenant(),
+    _ref("company_id"),
+    sa.Column("number", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("released", sa.Boolean, nullable=False),
+    sa.Column("street", sa.String(200)),
+    sa.Column("post_code", sa.String(32)),
+    sa.Column("city", sa.String(100)),
+    sa.Column("country_iso_code", sa.String(2)),
+    _ref("base_assortment_id", nullable=True),
+    _ref("local_assortment_id", nullable=True),
+    sa.UniqueConstraint("tenant_id", "number"),
+)
+
+ecom_stores = sa.Table(
+    "ecom_stores",
+    metadata,
+    _id(),
+    _tenant(),
+    _ref("company_id"),
+    sa.Column("number", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("released", sa.Boolean, nullable=False),
+    sa.UniqueConstraint("tenant_id", "number"),
+)
+
+loyalty_programs = sa.Table(
+    "loyalty_programs",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("code", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.UniqueConstraint("tenant_id", "code"),
+)
+
+loyalty_program_stores = sa.Table(
+    "loyalty_program_stores",
+    metadata,
+    _tenant(),
+    sa.Column("loyalty_program_id", sa.String(36), primary_key=True),
+    sa.Column("retail_store_id", sa.String(36), primary_key=True),
+)
+
+skus = sa.Table(
+    "skus",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("number", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.UniqueConstraint("tenant_id", "number"),
+)
+
+# The retail store's own line for a SKU; its values win over the local and base assortment defaults.
+store_assortment_lines = sa.Table(
+    "store_assortment_lines",
+    metadata,
+    _tenant(),
+    sa.Column("retail_store_id", sa.String(36), primary_key=True),
+    sa.Column("sku_id", sa.String(36), primary_key=True),
+    sa.Column("replenishment_type", sa.String(8), nullable=False),
+    _decimal("reorder_point"),
+    _decimal("maximum_inventory"),
+    sa.Column("locked", sa.Boolean, nullable=False),
+    _instant("modified_time"),
+)
+
+api_clients = sa.Table(
+    "api_clients",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("scope", sa.String(32), nullable=False),
+    # The eCom store or loyalty program the client is bound to; null for demand_planning.
+    _ref("resource_id", nullable=True),
+    # Space-separated permission names, like an OAuth scope string.
+    sa.Column("permissions", sa.String(200), nullable=False),
+    sa.Column("secret_hash", sa.String(200), nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("rate_limit_per_minute", sa.Integer, nullable=True),
+    _instant("created_time"),
+)
+
+signing_keys = sa.Table(
+    "signing_keys",
+    metadata,
+    sa.Column("kid", sa.String(64), primary_key=True),
+    sa.Column("private_jwk", sa.Text, nullable=False),
+    _instant("created_time"),
+    # Set when a newer key takes over; the key is still published until its last token expires.
+    _instant("retired_time", nullable=True),
+)
+
+audit_events = sa.Table(
+    "audit_events",
+    metadata,
+    _id(),
+    _tenant(),
+    _ref("client_id"),
+    sa.Column("token_id", sa.String(64), nullable=False),
+    sa.Column("request_id", sa.String(64), nullable=False),
+    sa.Column("method", sa.String(10), nullable=False),
+    sa.Column("path", sa.String(2000), nullable=False),
+    sa.Column("status", sa.Integer, nullable=False),
+    sa.Column("duration_ms", sa.Float, nullable=False),
+    _instant("time"),
+    sa.Index(None, "tenant_id", "client_id", "time"),
+)

@@ -1,0 +1,181 @@
+"""Shared fixtures: the store on both backends, a real server over a socket, tenants with data."""
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from quart import Quart
+
+from serving.app import create_app
+from serving.demo import seed_demo_tenant
+from store.config import Settings
+from store.engine import create_engine
+from store.ids import new_id
+from store.migrate import upgrade
+
+ENV = Settings()
+BACKENDS = ("duckdb", "postgresql")
+
+
+def service_missing(reason: str) -> None:
+    """Skip, or fail under PIA_REQUIRE_SERVICES=1 (CI), when a service the test needs is absent."""
+    if ENV.require_services:
+        pytest.fail(f"required service missing: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session, dropped at the end."""
+    admin = sa.create_engine(ENV.test_postgres_url, isolation_level="AUTOCOMMIT",
+                             connect_args={"connect_timeout": 3})
+    name = f"pia_test_{new_id().replace('-', '')[-12:]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.OperationalError as error:
+        service_missing(f"PostgreSQL at {ENV.test_postgres_url} is not reachable: {error.orig}")
+    yield sa.make_url(ENV.test_postgres_url).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def settings(backend: str, request: pytest.FixtureRequest,
+             tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    data_dir: Path = tmp_path_factory.mktemp(f"data-{backend}")
+    database_url = request.getfixturevalue("postgres_url") if backend == "postgresql" else ""
+    return Settings(data_dir=data_dir, database_url=database_url)
+
+
+@pytest.fixture(scope="session")
+def engine(settings: Settings) -> Iterator[sa.Engine]:
+    engine = create_engine(settings)
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LiveServer:
+    """The real app on Hypercorn, in a thread with its own event loop, reached over a real socket."""
+
+    def __init__(self, app: Quart, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self._config = Config()
+        self._config.bind = [f"127.0.0.1:{port}"]
+        self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        self._thread = threading.Thread(target=self._serve, args=(app,), daemon=True)
+
+    def _serve(self, app: Quart) -> None:
+        self._loop.run_until_complete(serve(app, self._config, shutdown_trigger=self._stop.wait))
+
+    def start(self) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"{self.url}/healthcheck", timeout=1)
+                return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError("test server did not start")
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def server(settings: Settings, engine: sa.Engine) -> Iterator[LiveServer]:
+    port = free_port()
+    live = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}"), port)
+    live.start()
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def http(server: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def world(engine: sa.Engine) -> dict[str, Any]:
+    """A fresh tenant with the demo's back-office data and a client for every scope (secrets included)."""
+    return seed_demo_tenant(engine, f"tenant {new_id()}", is_test=False)
+
+
+@pytest.fixture
+def other_world(engine: sa.Engine) -> dict[str, Any]:
+    return seed_demo_tenant(engine, f"other tenant {new_id()}", is_test=True)
+
+
+# Read-only tests share these per backend: seeding hashes secrets with argon2, slow by design.
+@pytest.fixture(scope="session")
+def shared_world(engine: sa.Engine) -> dict[str, Any]:
+    return seed_demo_tenant(engine, "shared tenant", is_test=False)
+
+
+@pytest.fixture(scope="session")
+def shared_other_world(engine: sa.Engine) -> dict[str, Any]:
+    return seed_demo_tenant(engine, "shared other tenant", is_test=True)
+
+
+@pytest.fixture(scope="session")
+def token_cache() -> dict[str, str]:
+    return {}
+
+
+@pytest.fixture
+def cached_token(http: httpx.Client, token_cache: dict[str, str]):
+    """A token per client, fetched once per session (tokens live an hour)."""
+
+    def token(world: dict[str, Any], client: dict[str, Any]) -> str:
+        if client["clientId"] not in token_cache:
+            token_cache[client["clientId"]] = get_token(http, world, client)
+        return token_cache[client["clientId"]]
+
+    return token
+
+
+def client_of(world: dict[str, Any], scope: str, *, permitted: bool = True, index: int = 0) -> dict[str, Any]:
+    """The world's client of a scope; for demand_planning, the one with or without the permission."""
+    candidates = [c for c in world["clients"] if c["scope"] == scope
+                  and (scope != "demand_planning" or bool(c["permissions"]) == permitted)]
+    return candidates[index]
+
+
+def get_token(http: httpx.Client, world: dict[str, Any], client: dict[str, Any]) -> str:
+    data = {"grant_type": "client_credentials", "scope": client["scope"], "tenant_id": world["id"]}
+    if client["resource"]:
+        data["resource"] = client["resource"]
+    response = http.post("/oauth2/token", data=data, auth=(client["clientId"], client["clientSecret"]))
+    assert response.status_code == 200, response.text
+    return response.json()["access_token"]
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

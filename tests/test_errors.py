@@ -1,0 +1,70 @@
+"""One error body everywhere, and a request id on every response."""
+
+import logging
+
+import pytest
+from quart import Blueprint
+
+from serving.app import create_app
+from serving.jsonio import read_json_object
+from store.config import Settings
+
+
+def test_unknown_route_is_404_in_the_error_body(http) -> None:
+    response = http.get("/v1/nothing/here")
+    assert response.status_code == 404
+    assert response.json()["error"] == "NOT_FOUND" and response.json()["message"]
+    assert response.headers["X-Request-Id"]
+
+
+def test_wrong_method_is_405_with_allow(http) -> None:
+    response = http.delete("/healthcheck")
+    assert response.status_code == 405
+    assert response.json()["error"] == "METHOD_NOT_ALLOWED"
+    assert "GET" in response.headers["Allow"]
+
+
+def test_every_response_has_a_request_id_and_a_safe_incoming_one_is_kept(http) -> None:
+    first, second = http.get("/healthcheck"), http.get("/healthcheck")
+    assert first.headers["X-Request-Id"] != second.headers["X-Request-Id"]
+    assert http.get("/healthcheck", headers={"X-Request-Id": "abc-123"}).headers["X-Request-Id"] == "abc-123"
+    unsafe = http.get("/healthcheck", headers={"X-Request-Id": "a b\tc"}).headers["X-Request-Id"]
+    assert unsafe != "a b\tc"
+
+
+@pytest.fixture
+def probe_app(settings: Settings, engine):
+    """The real app plus two probe routes that exercise the shared JSON parsing and the 500 path."""
+    app = create_app(settings, engine, issuer="http://test")
+    probes = Blueprint("probes", __name__)
+
+    @probes.post("/probe/json")
+    async def echo_json():
+        return await read_json_object()
+
+    @probes.get("/probe/crash")
+    async def crash():
+        raise RuntimeError("secret internals /etc/passwd")
+
+    app.register_blueprint(probes)
+    return app
+
+
+async def test_unparseable_json_is_400_bad_request(probe_app) -> None:
+    response = await probe_app.test_client().post("/probe/json", data=b"{oops",
+                                                   headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert (await response.get_json())["error"] == "BAD_REQUEST"
+    response = await probe_app.test_client().post("/probe/json", data=b"[1]")
+    assert response.status_code == 400
+
+
+async def test_unexpected_exception_is_500_without_internals(probe_app, caplog) -> None:
+    with caplog.at_level(logging.ERROR):
+        response = await probe_app.test_client().get("/probe/crash")
+    assert response.status_code == 500
+    body = await response.get_json()
+    request_id = response.headers["X-Request-Id"]
+    assert body["error"] == "INTERNAL_SERVER_ERROR" and request_id in body["message"]
+    assert "secret internals" not in str(body) and "Traceback" not in str(body)
+    assert any(request_id in record.getMessage() and record.exc_info for record in caplog.records)

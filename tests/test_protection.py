@@ -1,0 +1,110 @@
+"""Every protected route, generated from the app's URL map, against every way a token can be wrong."""
+
+import time
+
+import httpx
+import pytest
+from joserfc import jwt
+from joserfc.jwk import ECKey
+
+from serving.app import create_app
+from store.config import Settings
+from tests.conftest import bearer, client_of
+
+SCOPE_OF_PREFIX = {"ecom_stores": "ecom", "loyalty_programs": "loyalty_programs",
+                   "demand_planning": "demand_planning"}
+NIL_ID = "00000000-0000-7000-8000-000000000000"
+
+
+def _protected_routes() -> list[tuple[str, str, str]]:
+    """(method, rule, scope) for every route under /v1/tenants/{tenantId}/<scope>/…"""
+    app = create_app(Settings(data_dir="/nonexistent"), engine=None, issuer="http://x")  # type: ignore[arg-type]
+    routes = []
+    for rule in app.url_map.iter_rules():
+        parts = rule.rule.split("/")
+        if rule.rule.startswith("/v1/tenants/<tenantId>/") and parts[4] in SCOPE_OF_PREFIX:
+            routes.extend((method, rule.rule, SCOPE_OF_PREFIX[parts[4]])
+                          for method in sorted(rule.methods - {"HEAD", "OPTIONS"}))
+    return routes
+
+
+PROTECTED = _protected_routes()
+
+
+def _path(rule: str, world: dict, scope: str) -> str:
+    """Fill a rule's variables with the world's own tenant and resource (others get a fresh id)."""
+    values = {"tenantId": world["id"], "eComStoreId": client_of(world, "ecom")["resource"],
+              "loyaltyProgramId": client_of(world, "loyalty_programs")["resource"]}
+    path = rule
+    for part in rule.split("/"):
+        if part.startswith("<"):
+            name = part.strip("<>").split(":")[-1]
+            path = path.replace(part, values.get(name, NIL_ID))
+    return path
+
+
+def _call(http: httpx.Client, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
+    return http.request(method, path, headers={**headers, "Content-Type": "application/json"}, content=b"{}")
+
+
+def test_every_scope_has_protected_routes() -> None:
+    assert {scope for _, _, scope in PROTECTED} == set(SCOPE_OF_PREFIX.values())
+
+
+def _expired_token(world: dict, client: dict, issuer: str) -> str:
+    """A well-formed token signed by a key we do not publish, or expired: built with joserfc."""
+    key = ECKey.generate_key("P-256", parameters={"kid": "foreign"})
+    now = int(time.time())
+    claims = {"iss": issuer, "aud": issuer, "exp": now - 10, "iat": now - 3610, "jti": "x",
+              "client_id": client["clientId"], "tenant_id": world["id"], "scope": client["scope"]}
+    return jwt.encode({"alg": "ES256", "kid": "foreign", "typ": "at+jwt"}, claims, key)
+
+
+@pytest.mark.parametrize(("method", "rule", "scope"), PROTECTED)
+def test_unauthenticated_requests_get_401(http: httpx.Client, shared_world: dict, cached_token,
+                                          method: str, rule: str, scope: str) -> None:
+    world = shared_world
+    path = _path(rule, world, scope)
+    client = client_of(world, scope)
+    good = cached_token(world, client)
+    header, payload, signature = good.split(".")
+    tampered = f"{header}.{payload}.{signature[::-1]}"
+    for headers in ({}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer"}, bearer("not-a-jwt"),
+                    bearer(tampered), bearer(_expired_token(world, client, str(http.base_url).rstrip("/")))):
+        response = _call(http, method, path, headers)
+        assert response.status_code == 401, (headers, response.text)
+        assert response.json()["error"] == "UNAUTHORIZED"
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def _wrong_uses(world: dict, other_world: dict, scope: str) -> dict[str, tuple[dict, dict]]:
+    """(world, client) whose tokens are valid but not for this route: each must be refused with 403."""
+    wrong = {"other tenant": (other_world, client_of(other_world, scope))}
+    for other_scope in SCOPE_OF_PREFIX.values():
+        if other_scope != scope:
+            wrong[f"{other_scope} token"] = (world, client_of(world, other_scope))
+    if scope == "ecom":
+        wrong["other eCom store"] = (world, client_of(world, "ecom", index=1))
+    if scope == "demand_planning":
+        wrong["no permission"] = (world, client_of(world, "demand_planning", permitted=False))
+    return wrong
+
+
+@pytest.mark.parametrize(("method", "rule", "scope"), PROTECTED)
+def test_valid_token_used_elsewhere_gets_403(http: httpx.Client, shared_world: dict,
+                                             shared_other_world: dict, cached_token,
+                                             method: str, rule: str, scope: str) -> None:
+    path = _path(rule, shared_world, scope)
+    for reason, (owner, client) in _wrong_uses(shared_world, shared_other_world, scope).items():
+        response = _call(http, method, path, bearer(cached_token(owner, client)))
+        assert response.status_code == 403, (reason, response.text)
+        assert response.json()["error"] == "FORBIDDEN"
+        assert "X-RateLimit-Limit" in response.headers
+
+
+@pytest.mark.parametrize(("method", "rule", "scope"), [r for r in PROTECTED if r[0] == "GET"])
+def test_right_token_is_let_through(http: httpx.Client, shared_world: dict, cached_token, method: str,
+                                    rule: str, scope: str) -> None:
+    token = cached_token(shared_world, client_of(shared_world, scope))
+    response = _call(http, method, _path(rule, shared_world, scope), bearer(token))
+    assert response.status_code not in (401, 403), response.text
