@@ -12,6 +12,7 @@ from contracts.errors import (
     ApiError,
     BadRequest,
     InternalServerError,
+    LimitExceeded,
     MethodNotAllowed,
     NotFound,
     OtherHttpError,
@@ -99,5 +100,7 @@ def _translate(error: HTTPException) -> ApiError:
         return MethodNotAllowed(f"{request.method} is not allowed on {request.path}.")
     if error.code == 400:
         return BadRequest(error.description)
+    if error.code == 413:
+        return LimitExceeded("maxRequestBytes", MAX_REQUEST_BYTES, request.content_length or MAX_REQUEST_BYTES + 1)
     return OtherHttpError(error.code or 500, (error.name or "Error").upper().replace(" ", "_"),
                           error.description or "")

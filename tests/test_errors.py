@@ -68,3 +68,12 @@ async def test_unexpected_exception_is_500_without_internals(probe_app, caplog) 
     assert body["error"] == "INTERNAL_SERVER_ERROR" and request_id in body["message"]
     assert "secret internals" not in str(body) and "Traceback" not in str(body)
     assert any(request_id in record.getMessage() and record.exc_info for record in caplog.records)
+
+
+def test_body_over_the_largest_limit_is_413_limit_exceeded(http) -> None:
+    response = http.post("/oauth2/token", content=b"x" * 10_000_001,
+                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert response.status_code == 413
+    body = response.json()
+    assert body["error"] == "LIMIT_EXCEEDED"
+    assert body["details"] == {"limit": "maxRequestBytes", "max": 10_000_000, "received": 10_000_001}
