@@ -150,6 +150,8 @@ store_assortment_lines = sa.Table(
     _decimal("maximum_inventory"),
     sa.Column("locked", sa.Boolean, nullable=False),
     _instant("modified_time"),
+    # The planning run that last wrote the values through the API; older runs are then superseded.
+    _instant("generated_at", nullable=True),
 )
 
 api_clients = sa.Table(
@@ -193,4 +195,54 @@ audit_events = sa.Table(
     sa.Column("duration_ms", sa.Float, nullable=False),
     _instant("time"),
     sa.Index(None, "tenant_id", "client_id", "time"),
+)
+
+
+# Demand planning batches as uploaded: the staged Parquet file holds the items, this row the status.
+batches = sa.Table(
+    "batches",
+    metadata,
+    sa.Column("tenant_id", sa.String(36), primary_key=True),
+    sa.Column("batch_id", sa.String(36), primary_key=True),
+    sa.Column("kind", sa.String(32), nullable=False),
+    # SHA-256 of the decompressed body: the same id with the same body is the same upload.
+    sa.Column("body_sha256", sa.String(64), nullable=False),
+    sa.Column("staged_path", sa.String(1000), nullable=False),
+    _instant("generated_at"),
+    sa.Column("batch_index", sa.Integer),
+    sa.Column("batch_total", sa.Integer),
+    sa.Column("item_count", sa.Integer, nullable=False),
+    sa.Column("progress", sa.String(40), nullable=False),
+    _instant("received_time"),
+    _instant("started_time", nullable=True),
+    _instant("completed_time", nullable=True),
+    sa.Column("applied_count", sa.Integer),
+    sa.Column("superseded_count", sa.Integer),
+    sa.Column("locked_count", sa.Integer),
+    sa.Column("rejected_count", sa.Integer),
+    sa.Column("rejected_items", sa.Text),  # JSON list, the first 500
+    sa.Column("rejected_items_truncated", sa.Boolean, nullable=False),
+    sa.Column("warnings", sa.Text, nullable=False),  # JSON list
+    sa.Column("error_message", sa.Text),
+    # Processing attempts; above 1 means a crash interrupted an earlier one.
+    sa.Column("attempts", sa.Integer, nullable=False),
+    # Not indexed on progress: DuckDB rewrites indexed columns on update, which trips its key checks.
+    sa.Index(None, "tenant_id", "received_time"),
+)
+
+# The held forecast per store and SKU: the latest run's complete horizon for that key.
+sales_forecasts = sa.Table(
+    "sales_forecasts",
+    metadata,
+    sa.Column("tenant_id", sa.String(36), primary_key=True),
+    # False (retail store) sorts before True (eCom store), the order the contract lists them in.
+    sa.Column("is_ecom", sa.Boolean, primary_key=True),
+    sa.Column("store_number", sa.String(64), primary_key=True),
+    sa.Column("sku_number", sa.String(64), primary_key=True),
+    sa.Column("horizon_start_date", sa.Date, nullable=False),
+    sa.Column("horizon_end_date", sa.Date, nullable=False),
+    sa.Column("quantities", sa.Text, nullable=False),  # JSON array of canonical decimal strings
+    _instant("generated_at"),
+    _instant("modified_time"),
+    sa.Column("batch_id", sa.String(36), nullable=False),
 )
