@@ -1,0 +1,198 @@
+"""Benchmark of apply_batch: `uv run python -m pipeline.bench_apply [--batches N]`.
+
+Seeds one tenant (201 released retail stores, 5,000 SKUs in a base assortment) on a temporary DuckDB file
+and on a PostgreSQL database it creates and drops, then applies 5,000-item batches, one store each, in a
+transaction each as the worker does: forecasts with a 30-day horizon (inserted, replaced by a later run,
+then offered again by an earlier run) and replenishment parameters (creating the store lines, then
+updating them). It prints milliseconds per batch (median, and the mean that the total time follows: it
+includes DuckDB's checkpoints) and items per second, and the baseline measured in the same run: the
+row-wise way, quantities rendered per element in Python and one SQLAlchemy executemany upsert.
+"""
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
+from contracts.rendering import decimal
+from pipeline.apply import apply_batch, quantities_json
+from store.backoffice import load_document
+from store.config import Settings
+from store.engine import create_engine
+from store.ids import new_id
+from store.migrate import upgrade
+from store.schema import sales_forecasts
+from store.tenants import create_tenant
+
+POSTGRES_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+# One store per batch, and one more for the baseline's batch, whose keys are then new as well.
+MAX_BATCHES, SKUS, ITEMS, DAYS = 200, 5_000, 5_000, 30
+STORES = MAX_BATCHES + 1
+QUANTITY = pa.decimal128(18, 4)
+
+
+def seed_document() -> dict[str, Any]:
+    skus = [f"{700000 + i}" for i in range(SKUS)]
+    lines = [{"skuNumber": sku, "replenishmentType": "AUTO", "reorderPoint": "4", "maximumInventory": "12"}
+             for sku in skus]
+    return {
+        "companies": [{"number": "10", "name": "Bench AS", "currencyIsoCode": "NOK"}],
+        "skus": [{"number": sku, "name": f"SKU {sku}"} for sku in skus],
+        "assortments": [{"code": "BASE", "kind": "BASE", "name": "Base", "lines": lines}],
+        "retailStores": [{"number": f"{1000 + i}", "name": f"Store {i}", "companyNumber": "10", "released": True,
+                          "baseAssortmentCode": "BASE"} for i in range(STORES)],
+        "ecomStores": [],
+    }
+
+
+def forecast_batch(store: int, start: date, rng: random.Random) -> pa.Table:
+    """All SKUs of one store; quantities with up to 4 decimals."""
+    quantities = [[Decimal(rng.randrange(0, 1_000_000)).scaleb(-4) for _ in range(DAYS)] for _ in range(ITEMS)]
+    return pa.table({
+        "item_index": pa.array(range(ITEMS), pa.int32()),
+        "retail_store_number": pa.array([f"{1000 + store}"] * ITEMS, pa.string()),
+        "ecom_store_number": pa.nulls(ITEMS, pa.string()),
+        "sku_number": pa.array([f"{700000 + i}" for i in range(ITEMS)], pa.string()),
+        "horizon_start_date": pa.array([start] * ITEMS, pa.date32()),
+        "horizon_end_date": pa.array([start + timedelta(days=DAYS - 1)] * ITEMS, pa.date32()),
+        "quantities": pa.array(quantities, pa.list_(QUANTITY)),
+    })
+
+
+def parameter_batch(store: int, rng: random.Random) -> pa.Table:
+    reorder_points = [Decimal(rng.randrange(0, 100_000)).scaleb(-2) for _ in range(ITEMS)]
+    return pa.table({
+        "item_index": pa.array(range(ITEMS), pa.int32()),
+        "retail_store_number": pa.array([f"{1000 + store}"] * ITEMS, pa.string()),
+        "sku_number": pa.array([f"{700000 + i}" for i in range(ITEMS)], pa.string()),
+        "reorder_point": pa.array(reorder_points, QUANTITY),
+        "maximum_inventory": pa.array([point + 10 for point in reorder_points], QUANTITY),
+    })
+
+
+def timed(run: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    run()
+    return (time.perf_counter() - started) * 1000
+
+
+def report(label: str, milliseconds: list[float]) -> float:
+    median, mean = statistics.median(milliseconds), statistics.mean(milliseconds)
+    print(f"  {label:<46} median {median:8.1f} ms/batch  {ITEMS / median * 1000:>10,.0f} items/s"
+          f"  (n={len(milliseconds)}, mean {mean:.1f} ms, max {max(milliseconds):.1f} ms)")
+    return median
+
+
+def apply_in_transaction(engine: sa.Engine, tenant_id: str, kind: str, generated_at: datetime,
+                         items: pa.Table) -> None:
+    with engine.begin() as conn:
+        apply_batch(conn, tenant_id, kind, new_id(), generated_at, items, datetime.now(UTC))
+
+
+def row_wise_forecasts(engine: sa.Engine, tenant_id: str, generated_at: datetime, items: pa.Table) -> None:
+    """The baseline: per-element rendering in Python, one executemany upsert; no checks, no purge."""
+    now = datetime.now(UTC)
+    rows = [{"tenant_id": tenant_id, "is_ecom": False, "store_number": item["retail_store_number"],
+             "sku_number": item["sku_number"], "horizon_start_date": item["horizon_start_date"],
+             "horizon_end_date": item["horizon_end_date"],
+             "quantities": "[" + ",".join(f'"{decimal(q)}"' for q in item["quantities"]) + "]",
+             "generated_at": generated_at, "modified_time": now, "batch_id": "baseline"}
+            for item in items.to_pylist()]
+    statement = pg_insert(sales_forecasts)
+    statement = statement.on_conflict_do_update(
+        index_elements=["tenant_id", "is_ecom", "store_number", "sku_number"],
+        set_={name: statement.excluded[name] for name in ("horizon_start_date", "horizon_end_date", "quantities",
+                                                          "generated_at", "modified_time", "batch_id")})
+    with engine.begin() as conn:
+        conn.execute(statement, rows)
+
+
+def bench(engine: sa.Engine, batches: int) -> None:
+    rng = random.Random(7)
+    tenant_id = create_tenant(engine, "bench", is_test=True)
+    print(f"  seeding took {timed(lambda: load_document(engine, tenant_id, seed_document())) / 1000:.1f} s")
+    today = datetime.now(UTC).date()
+    forecasts = [forecast_batch(store, today, rng) for store in range(batches)]
+    parameters = [parameter_batch(store, rng) for store in range(batches)]
+    first, second = datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC)
+
+    def run(kind: str, tables: list[pa.Table], generated_at: datetime) -> list[float]:
+        return [timed(lambda t=table: apply_in_transaction(engine, tenant_id, kind, generated_at, t))
+                for table in tables]
+
+    fast = report("forecasts, new keys", run(SALES_FORECAST, forecasts, first))
+    baseline = report("baseline: row-wise forecast upsert, new keys",
+                      [timed(lambda: row_wise_forecasts(engine, tenant_id, first,
+                                                        forecast_batch(batches, today, rng)))])
+    print(f"  apply_batch is {baseline / fast:.1f}x faster than the row-wise baseline")
+    report("forecasts, replacing (later run)", run(SALES_FORECAST, forecasts, second))
+    report("forecasts, superseded (earlier run)", run(SALES_FORECAST, forecasts, first))
+    report("replenishment, creating store lines", run(REPLENISHMENT_PARAMETER, parameters, first))
+    report("replenishment, updating store lines", run(REPLENISHMENT_PARAMETER, parameters, second))
+
+
+def rendering(batch: pa.Table) -> None:
+    """Quantities to JSON text: vectorised Polars (as apply_batch does) against a Python loop."""
+    frame = pl.from_arrow(batch)
+    vectorised = timed(lambda: frame.select(quantities_json("quantities")))
+    looped = timed(lambda: ["[" + ",".join(f'"{decimal(q)}"' for q in row) + "]"
+                            for row in batch.column("quantities").to_pylist()])
+    print(f"quantities rendering, {ITEMS} x {DAYS}: Polars {vectorised:.1f} ms, Python loop {looped:.1f} ms "
+          f"({looped / vectorised:.0f}x)")
+
+
+@contextmanager
+def duckdb_engine() -> Iterator[sa.Engine]:
+    with tempfile.TemporaryDirectory() as data_dir:
+        engine = create_engine(Settings(data_dir=Path(data_dir)))
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+
+
+@contextmanager
+def postgres_engine() -> Iterator[sa.Engine]:
+    admin = sa.create_engine(POSTGRES_SERVER, isolation_level="AUTOCOMMIT")
+    name = f"pia_bench_{new_id().replace('-', '')[-12:]}"
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine = create_engine(Settings(database_url=sa.make_url(POSTGRES_SERVER).set(database=name)
+                                    .render_as_string(hide_password=False)))
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=10,
+                        help=f"batches per measurement, at most {MAX_BATCHES} (1,000,000 items)")
+    batches = min(parser.parse_args().batches, MAX_BATCHES)
+    rendering(forecast_batch(0, date.today(), random.Random(1)))
+    for label, engine_of in (("DuckDB (temporary file)", duckdb_engine), ("PostgreSQL", postgres_engine)):
+        print(f"{label}: {batches} batches of {ITEMS:,} items per measurement")
+        with engine_of() as engine:
+            upgrade(engine)
+            bench(engine, batches)
+
+
+if __name__ == "__main__":
+    main()
