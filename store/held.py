@@ -1,0 +1,261 @@
+"""Reads of held demand planning data: sales forecasts and resolved replenishment parameters, keyset-paged.
+
+Both lists are ordered by store, then SKU number, and a page never spans two stores. Each page is one query
+that fetches at most the page, the row after it in the same store, and the first row of the next store:
+enough to cut the page at the store boundary and to tell whether rows follow, without reading further.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, astuple, dataclass, fields
+from datetime import date, datetime
+from typing import Any, Generic, NamedTuple, Self, TypeVar
+
+import orjson
+import sqlalchemy as sa
+
+from contracts.rendering import decimal, instant
+from store.schema import assortment_lines, retail_stores, sales_forecasts, skus, store_assortment_lines
+
+Item = dict[str, Any]
+
+
+class _PageKey:
+    """The last row of a page as plain values, which the HTTP layer wraps into an opaque cursor."""
+
+    def to_dict(self) -> dict[str, str | bool]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Self:
+        """The key back from a cursor; ValueError when the client altered it into something else."""
+        types = {field.name: field.type for field in fields(cls)}  # type: ignore[arg-type]
+        if (not isinstance(data, dict) or data.keys() != types.keys()
+                or any(type(data[name]) is not kind for name, kind in types.items())):
+            raise ValueError(f"not a {cls.__name__}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ForecastKey(_PageKey):
+    is_ecom: bool
+    store_number: str
+    sku_number: str
+
+
+@dataclass(frozen=True)
+class ParameterKey(_PageKey):
+    store_number: str
+    sku_number: str
+
+
+KeyT = TypeVar("KeyT", ForecastKey, ParameterKey)
+
+
+@dataclass(frozen=True)
+class Page(Generic[KeyT]):
+    items: list[Item]
+    # The key to read the next page after; None when no rows follow.
+    next: KeyT | None
+
+
+# --- sales forecasts ------------------------------------------------------------------------------------
+
+def sales_forecast_page(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
+                        ecom_store_number: str | None, after: ForecastKey | None, limit: int,
+                        today: date) -> Page[ForecastKey]:
+    """Unexpired held forecasts: retail stores first, then eCom stores; by store number, then SKU number."""
+    forecasts = sales_forecasts
+    # Expired forecasts are purged, but until then they are no longer held as far as clients can tell.
+    query = sa.select(forecasts).where(forecasts.c.tenant_id == tenant_id, forecasts.c.horizon_end_date >= today)
+    if retail_store_number is not None:
+        query = query.where(forecasts.c.is_ecom == sa.false(), forecasts.c.store_number == retail_store_number)
+    if ecom_store_number is not None:
+        query = query.where(forecasts.c.is_ecom == sa.true(), forecasts.c.store_number == ecom_store_number)
+    return _read_page(engine, query.subquery("forecasts"), ForecastKey, after, limit, _forecast_item)
+
+
+def _forecast_item(row: sa.Row) -> Item:
+    return {
+        "retailStoreNumber": None if row.is_ecom else row.store_number,
+        "ecomStoreNumber": row.store_number if row.is_ecom else None,
+        "skuNumber": row.sku_number,
+        "horizonStartDate": row.horizon_start_date.isoformat(),
+        "horizonEndDate": row.horizon_end_date.isoformat(),
+        "quantities": orjson.loads(row.quantities),
+        "generatedAt": instant(row.generated_at),
+        "modifiedTime": instant(row.modified_time),
+    }
+
+
+# --- replenishment parameters ---------------------------------------------------------------------------
+
+class _Source(NamedTuple):
+    """Where a store's lines come from, most specific first: the order in which their values win."""
+
+    name: str  # the parameterSource value
+    table: sa.Table
+    alias: str
+    store_column: str  # the store's column the lines hang off
+    line_column: str
+
+    def lines_of(self, line: sa.FromClause, stores: sa.ColumnCollection) -> sa.ColumnElement[bool]:
+        return line.c[self.line_column] == stores[self.store_column]
+
+
+_SOURCES = (_Source("RETAIL_STORE_SPECIFIC", store_assortment_lines, "store_line", "id", "retail_store_id"),
+            _Source("LOCAL_ASSORTMENT", assortment_lines, "local_line", "local_assortment_id", "assortment_id"),
+            _Source("BASE_ASSORTMENT", assortment_lines, "base_line", "base_assortment_id", "assortment_id"))
+_VALUES = ("reorder_point", "maximum_inventory", "modified_time")
+# A page needs the cursor's store, the next store and the store after that one (see _parameter_stores).
+_STORE_WINDOW = 3
+
+
+def replenishment_parameter_page(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
+                                 modified_since: datetime | None, after: ParameterKey | None,
+                                 limit: int) -> Page[ParameterKey]:
+    """The values in use per retail store and SKU of its assortment, by store number, then SKU number."""
+    stores = _parameter_stores(tenant_id, retail_store_number, after, windowed=modified_since is None)
+    lines = _store_lines(tenant_id, stores, modified_since)
+
+    def in_use(column: str) -> sa.ColumnElement[Any]:
+        return sa.case({source.name: lines.c[f"{source.alias}_{column}"] for source in _SOURCES},
+                       value=lines.c.parameter_source)
+
+    query = sa.select(lines.c.store_number, lines.c.sku_number, lines.c.replenishment_type,
+                      *(in_use(column).label(column) for column in _VALUES), lines.c.parameter_source,
+                      lines.c.locked)
+    if modified_since is not None:
+        query = query.where(in_use("modified_time") > modified_since)
+    # A CTE, so PostgreSQL resolves the window's stores once for the three reads of _read_page.
+    return _read_page(engine, query.cte("parameters"), ParameterKey, after, limit, _parameter_item)
+
+
+def _parameter_stores(tenant_id: str, retail_store_number: str | None, after: ParameterKey | None, *,
+                      windowed: bool) -> sa.CTE:
+    """The retail stores the page may draw on.
+
+    Without modifiedSince every store with a line has rows, so the cursor's store (its rest may be empty)
+    and the next two stores with lines hold the whole page and the row that shows more follow; resolving
+    just those keeps a page's cost independent of the tenant's size. With modifiedSince a store with lines
+    may have no row left, so every store from the cursor's on is read (modified lines are few anyway).
+    """
+    stores = retail_stores
+    query = sa.select(stores.c.id, stores.c.number, stores.c.base_assortment_id,
+                      stores.c.local_assortment_id).where(stores.c.tenant_id == tenant_id)
+    if retail_store_number is not None:
+        query = query.where(stores.c.number == retail_store_number)
+    if after is not None:
+        query = query.where(stores.c.number >= after.store_number)
+    if windowed:
+        lines = [(source, source.table.alias()) for source in _SOURCES]
+        has_lines = sa.or_(*(sa.exists().where(line.c.tenant_id == tenant_id, source.lines_of(line, stores.c))
+                             for source, line in lines))
+        query = query.where(has_lines).order_by(stores.c.number).limit(_STORE_WINDOW)
+    return query.cte("stores")
+
+
+def _candidate_keys(tenant_id: str, stores: sa.CTE, modified_since: datetime | None) -> sa.Subquery:
+    """(store id, SKU id) of every line of the stores; with modifiedSince only of lines modified after it.
+
+    A row's values come from one of its lines, so a row modified after modifiedSince has such a line:
+    filtering here first keeps the resolution to the few keys that can qualify.
+    """
+    branches = []
+    for source in _SOURCES:
+        line = source.table.alias()
+        branch = (sa.select(stores.c.id.label("store_id"), line.c.sku_id)
+                  .join(line, sa.and_(line.c.tenant_id == tenant_id, source.lines_of(line, stores.c))))
+        if modified_since is not None:
+            branch = branch.where(line.c.modified_time > modified_since)
+        branches.append(branch)
+    return sa.union(*branches).subquery("keys")
+
+
+def _store_lines(tenant_id: str, stores: sa.CTE, modified_since: datetime | None) -> sa.Subquery:
+    """Per candidate key: its numbers, the replenishment type and lock in use, the source of its values,
+    and the values of each of its lines (columns named like store_line_reorder_point)."""
+    keys = _candidate_keys(tenant_id, stores, modified_since)
+    lines = {source.alias: source.table.alias(source.alias) for source in _SOURCES}
+    joined = (keys.join(stores, stores.c.id == keys.c.store_id)
+              .join(skus, sa.and_(skus.c.tenant_id == tenant_id, skus.c.id == keys.c.sku_id)))
+    for source in _SOURCES:
+        line = lines[source.alias]
+        joined = joined.outerjoin(line, sa.and_(line.c.tenant_id == tenant_id, line.c.sku_id == keys.c.sku_id,
+                                                source.lines_of(line, stores.c)))
+
+    # The values come as a pair from the most specific line that has any; a line without values (one that
+    # only sets the replenishment type or a lock) leaves them to the next. Failing all, the most specific line.
+    def has_values(line: sa.FromClause) -> sa.ColumnElement[bool]:
+        return sa.or_(line.c.reorder_point.is_not(None), line.c.maximum_inventory.is_not(None))
+
+    ordered = [(source.name, lines[source.alias]) for source in _SOURCES]
+    source = sa.case(*((has_values(line), name) for name, line in ordered),
+                     *((line.c.sku_id.is_not(None), name) for name, line in ordered))
+    return sa.select(
+        stores.c.number.label("store_number"),
+        skus.c.number.label("sku_number"),
+        sa.func.coalesce(*(line.c.replenishment_type for line in lines.values())).label("replenishment_type"),
+        source.label("parameter_source"),
+        # A lock is on the store and SKU: it holds even while the values still come from an assortment.
+        sa.func.coalesce(lines["store_line"].c.locked, sa.false()).label("locked"),
+        *(line.c[column].label(f"{alias}_{column}") for alias, line in lines.items() for column in _VALUES),
+    ).select_from(joined).subquery("lines")
+
+
+def _parameter_item(row: sa.Row) -> Item:
+    return {
+        "retailStoreNumber": row.store_number,
+        "skuNumber": row.sku_number,
+        "replenishmentType": row.replenishment_type,
+        "reorderPoint": decimal(row.reorder_point),
+        "maximumInventory": decimal(row.maximum_inventory),
+        "parameterSource": row.parameter_source,
+        "locked": row.locked,
+        "modifiedTime": instant(row.modified_time),
+    }
+
+
+# --- paging ---------------------------------------------------------------------------------------------
+
+def _read_page(engine: sa.Engine, rows: sa.FromClause, key_type: type[KeyT], after: KeyT | None, limit: int,
+               item: Callable[[sa.Row], Item]) -> Page[KeyT]:
+    """The page of `rows` (tenant and filters applied) after the key, cut at the store boundary and the limit.
+
+    The key's fields name the columns the rows are ordered by: the store's, then the SKU number.
+    """
+    if limit < 1:
+        raise ValueError("a page holds at least one row")
+    names = [field.name for field in fields(key_type)]
+    if after is not None:
+        rows = sa.select(rows).where(sa.tuple_(*(rows.c[name] for name in names))
+                                     > sa.tuple_(*(sa.literal(value) for value in astuple(after)))).subquery()
+    fetched = _fetch(engine, rows, names, limit)
+
+    def store_of(row: sa.Row) -> tuple[Any, ...]:
+        return tuple(row._mapping[name] for name in names[:-1])
+
+    page = [row for row in fetched[:limit] if store_of(row) == store_of(fetched[0])]
+    # Having fetched a row beyond the page means more rows follow.
+    more = len(fetched) > len(page)
+    return Page([item(row) for row in page],
+                key_type(**{name: page[-1]._mapping[name] for name in names}) if more else None)
+
+
+def _fetch(engine: sa.Engine, rows: sa.FromClause, names: Sequence[str], limit: int) -> list[sa.Row]:
+    """In key order: up to limit + 1 rows of the first store, then the first row of the next store.
+
+    Fetching just these, rather than limit + 1 rows in key order, keeps the rows of further stores off the
+    wire when stores are small.
+    """
+    key = [rows.c[name] for name in names]
+    store_columns = key[:-1]
+    # The first store, found once; read through scalar subqueries, which PostgreSQL computes up front, so the
+    # two reads below can seek the index with its values.
+    first = sa.select(*store_columns).order_by(*key).limit(1).cte("head")
+    head = [sa.select(column).scalar_subquery() for column in first.c]
+    in_head = sa.select(rows).where(*(column == value for column, value in zip(store_columns, head, strict=True)))
+    after_head = sa.select(rows).where(sa.tuple_(*store_columns) > sa.tuple_(*head))
+    both = sa.union_all(sa.select(in_head.order_by(*key).limit(limit + 1).subquery()),
+                        sa.select(after_head.order_by(*key).limit(1).subquery())).subquery("page")
+    with engine.connect() as conn:
+        return list(conn.execute(sa.select(both).order_by(*(both.c[name] for name in names))))
