@@ -13,6 +13,7 @@ _PATH_PARAMETERS = {
     "tenantId": "Tenant id.",
     "eComStoreId": "eCom store id the token was issued for.",
     "loyaltyProgramId": "Loyalty program id the token was issued for.",
+    "batchId": "Client-generated UUID of the batch.",
 }
 
 
@@ -32,10 +33,12 @@ def _list_of(item: str) -> dict[str, Any]:
     return {"type": "object", "required": ["items"], "properties": {"items": {"type": "array", "items": _ref(item)}}}
 
 
-def _protected(scope: str, summary: str, ok: dict[str, Any], tag: str, **extra: Any) -> dict[str, Any]:
+def _protected(scope: str, summary: str, ok: dict[str, Any], tag: str, *, status: str = "200",
+               more: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     """An operation under a scope prefix: bearer security and the shared 401/403/429/500 answers."""
     responses = {
-        "200": ok,
+        status: ok,
+        **(more or {}),
         "401": _error("Missing, invalid or expired token."),
         "403": _error(f"Token not issued for this tenant, resource or the {scope} scope."),
         "429": _error("Rate limit exceeded; wait Retry-After seconds."),
@@ -89,11 +92,100 @@ _SCHEMAS: dict[str, Any] = {
         "id": {"type": "string"}, "number": {"type": "string"}, "name": {"type": "string"},
         "status": _ref("StoreStatus")}},
     "Limits": {"type": "object", "properties": {name: {"type": "integer"} for name in published_limits()}},
+    "BatchStatus": {"type": "object", "required": ["batchId", "batchKind", "progress"], "properties": {
+        "batchId": {"type": "string", "format": "uuid"},
+        "batchKind": {"enum": ["SALES_FORECAST", "REPLENISHMENT_PARAMETER"]},
+        "progress": {"enum": ["PENDING", "PROCESSING", "COMPLETED", "COMPLETED_WITH_REJECTED_ITEMS", "FAILED"]},
+        "generatedAt": {"type": "string", "format": "date-time"},
+        "batchIndex": {"type": ["integer", "null"]}, "batchTotal": {"type": ["integer", "null"]},
+        "itemCount": {"type": "integer"},
+        "receivedTime": {"type": "string", "format": "date-time"},
+        "startedTime": {"type": ["string", "null"], "format": "date-time"},
+        "completedTime": {"type": ["string", "null"], "format": "date-time"},
+        "counts": {"type": ["object", "null"], "properties": {
+            name: {"type": "integer"} for name in ("items", "applied", "superseded", "locked", "rejected")}},
+        "rejectedItems": {"type": ["array", "null"], "items": {"type": "object", "properties": {
+            "index": {"type": "integer"}, "retailStoreNumber": {"type": "string"},
+            "ecomStoreNumber": {"type": "string"}, "skuNumber": {"type": "string"}, "code": {"type": "string"}}}},
+        "rejectedItemsTruncated": {"type": "boolean"},
+        "warnings": {"type": "array", "items": {"type": "object", "properties": {
+            "code": {"type": "string"}, "field": {"type": "string"}, "count": {"type": "integer"},
+            "message": {"type": "string"}}}},
+        "errorMessage": {"type": ["string", "null"]}}},
+    "Envelope": {"type": "object", "required": ["generatedAt", "itemCount", "items"], "properties": {
+        "generatedAt": {"type": "string", "format": "date-time"},
+        "batchIndex": {"type": "integer", "minimum": 1}, "batchTotal": {"type": "integer", "minimum": 1},
+        "itemCount": {"type": "integer"}, "ext": {"type": "object"}}},
+    "SalesForecastBatch": {"allOf": [{"$ref": "#/components/schemas/Envelope"}, {"type": "object", "properties": {
+        "items": {"type": "array", "maxItems": 20000, "items": {"type": "object", "required": [
+            "skuNumber", "horizonStartDate", "horizonEndDate", "quantities"], "properties": {
+            "retailStoreNumber": {"type": "string"}, "ecomStoreNumber": {"type": "string"},
+            "skuNumber": {"type": "string"}, "horizonStartDate": {"type": "string", "format": "date"},
+            "horizonEndDate": {"type": "string", "format": "date"},
+            "quantities": {"type": "array", "minItems": 1, "maxItems": 62, "items": _ref("DecimalString")},
+            "ext": {"type": "object"}}}}}}]},
+    "ReplenishmentParameterBatch": {"allOf": [{"$ref": "#/components/schemas/Envelope"}, {
+        "type": "object", "properties": {"items": {"type": "array", "maxItems": 20000, "items": {
+            "type": "object", "required": ["retailStoreNumber", "skuNumber", "reorderPoint", "maximumInventory"],
+            "properties": {"retailStoreNumber": {"type": "string"}, "skuNumber": {"type": "string"},
+                           "reorderPoint": _ref("DecimalString"), "maximumInventory": _ref("DecimalString"),
+                           "ext": {"type": "object"}}}}}}]},
+    "DecimalString": {"type": "string", "pattern": "^[0-9]{1,14}(\\.[0-9]{1,4})?$", "examples": ["12", "0.5"]},
+    "SalesForecast": {"type": "object", "properties": {
+        "retailStoreNumber": {"type": ["string", "null"]}, "ecomStoreNumber": {"type": ["string", "null"]},
+        "skuNumber": {"type": "string"}, "horizonStartDate": {"type": "string", "format": "date"},
+        "horizonEndDate": {"type": "string", "format": "date"},
+        "quantities": {"type": "array", "items": _ref("DecimalString")},
+        "generatedAt": {"type": "string", "format": "date-time"},
+        "modifiedTime": {"type": "string", "format": "date-time"}}},
+    "ReplenishmentParameter": {"type": "object", "properties": {
+        "retailStoreNumber": {"type": "string"}, "skuNumber": {"type": "string"},
+        "replenishmentType": {"enum": ["AUTO", "MANUAL"]},
+        "reorderPoint": {"type": ["string", "null"]}, "maximumInventory": {"type": ["string", "null"]},
+        "parameterSource": {"enum": ["RETAIL_STORE_SPECIFIC", "LOCAL_ASSORTMENT", "BASE_ASSORTMENT"]},
+        "locked": {"type": "boolean"}, "modifiedTime": {"type": "string", "format": "date-time"}}},
     "Health": {"type": "object", "required": ["status", "checks"], "properties": {
         "status": {"enum": ["ok", "unavailable"]},
         "checks": {"type": "object", "properties": {"database": {"type": "object", "properties": {
             "status": {"enum": ["ok", "unavailable"]}, "latencyMs": {"type": "number"}}}}}}},
 }
+
+
+def _page_of(item: str) -> dict[str, Any]:
+    return {"type": "object", "required": ["items", "nextCursor"], "properties": {
+        "items": {"type": "array", "items": _ref(item)}, "nextCursor": {"type": ["string", "null"]}}}
+
+
+def _query(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": schema or {"type": "string"}}
+
+
+def _paging() -> list[dict[str, Any]]:
+    return [_query("limit", "Page size, default 1000, at most 5000.",
+                   {"type": "integer", "minimum": 1, "maximum": 5000, "default": 1000}),
+            _query("cursor", "nextCursor of the previous page.")]
+
+
+def _batch_operations(envelope: str, noun: str) -> dict[str, Any]:
+    status = _json(_ref("BatchStatus"), "Batch status.")
+    upload = _protected(
+        "demand_planning", f"Upload a {noun} batch (JSON, optionally gzip)", status, "Demand planning",
+        status="202", more={
+            "200": _json(_ref("BatchStatus"), "The same id and body were uploaded before: the current status."),
+            "400": _error("VALIDATION_ERROR listing every field error, BAD_REQUEST for unparseable JSON; "
+                          "nothing stored."),
+            "409": _error("BATCH_ID_REUSED: the id was used for a different payload."),
+            "413": _error("LIMIT_EXCEEDED: details.limit, max and received."),
+            "415": _error("UNSUPPORTED_MEDIA_TYPE: not application/json, or an encoding other than gzip.")},
+        requestBody={"required": True, "content": {"application/json": {"schema": _ref(envelope)}}},
+        parameters=[{"name": "Content-Encoding", "in": "header", "required": False,
+                     "schema": {"enum": ["gzip", "identity"]}}])
+    upload["responses"]["202"]["headers"] = {"Location": {"schema": {"type": "string"},
+                                                          "description": "The batch status."}}
+    read = _protected("demand_planning", f"Status of a {noun} batch", status, "Demand planning",
+                      more={"404": _error("No such batch for this tenant.")})
+    return {"put": upload, "get": read}
 
 
 def _paths() -> dict[str, dict[str, Any]]:
@@ -130,6 +222,22 @@ def _paths() -> dict[str, dict[str, Any]]:
             _json(_list_of("EcomStore"), "eCom stores."), "Demand planning")},
         f"{planning}/limits": {"get": _protected(
             "demand_planning", "Published limits", _json(_ref("Limits"), "Limits."), "Demand planning")},
+        f"{planning}/sales_forecast_batches/{{batchId}}": _batch_operations("SalesForecastBatch", "sales forecast"),
+        f"{planning}/replenishment_parameter_batches/{{batchId}}": _batch_operations(
+            "ReplenishmentParameterBatch", "replenishment parameter"),
+        f"{planning}/sales_forecasts": {"get": _protected(
+            "demand_planning", "Held sales forecasts, retail stores first, a page never spanning two stores",
+            _json(_page_of("SalesForecast"), "A page."), "Demand planning",
+            parameters=[_query("retailStoreNumber", "Only this retail store."),
+                        _query("ecomStoreNumber", "Only this eCom store (not with retailStoreNumber)."),
+                        *_paging()], more={"400": _error("Invalid query parameter.")})},
+        f"{planning}/replenishment_parameters": {"get": _protected(
+            "demand_planning", "Replenishment parameters in use, resolved store-specific, local, base",
+            _json(_page_of("ReplenishmentParameter"), "A page."), "Demand planning",
+            parameters=[_query("retailStoreNumber", "Only this retail store."),
+                        _query("modifiedSince", "Only lines modified after this instant (ISO 8601 with offset).",
+                               {"type": "string", "format": "date-time"}),
+                        *_paging()], more={"400": _error("Invalid query parameter.")})},
     }
 
 

@@ -3,6 +3,8 @@
 import asyncio
 import logging
 import re
+import threading
+from collections.abc import Callable
 
 import sqlalchemy as sa
 from quart import Quart, Response, g, request
@@ -18,6 +20,7 @@ from contracts.errors import (
     OtherHttpError,
 )
 from contracts.limits import MAX_REQUEST_BYTES
+from pipeline.worker import Pipeline, tenant_locks_for
 from serving.jsonio import json_response
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
@@ -33,14 +36,16 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 BODY_DRAIN_SECONDS = 5.0
 
 
-def create_app(settings: Settings, engine: sa.Engine, issuer: str) -> Quart:
+def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline: bool = False) -> Quart:
+    """run_pipeline: also run the pipeline worker in this process (the embedded default)."""
     app = Quart("pia")
     # No request body may exceed the largest published limit; uploads check their own limits first.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     app.extensions["pia"] = Services(
         settings=settings, engine=engine,
         tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds),
-        limiter=RollingWindowLimiter(settings.rate_limit_storage_url))
+        limiter=RollingWindowLimiter(settings.rate_limit_storage_url),
+        wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None)
 
     @app.before_request
     async def assign_request_id() -> None:
@@ -77,6 +82,27 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str) -> Quart:
                       demand_planning.blueprint):
         app.register_blueprint(blueprint)
     return app
+
+
+def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:
+    """Run the pipeline in a thread while the app serves; returns how uploads wake it."""
+    pipeline = Pipeline(engine, settings.resolved_staging_dir, tenant_locks_for(engine))
+    stop, wake = threading.Event(), threading.Event()
+    thread = threading.Thread(target=pipeline.run, args=(stop, wake, settings.worker_poll_seconds),
+                              name="pipeline-worker", daemon=True)
+
+    @app.before_serving
+    async def start_worker() -> None:
+        thread.start()
+
+    @app.after_serving
+    async def stop_worker() -> None:
+        stop.set()
+        wake.set()
+        # A batch in progress finishes (or rolls back) before the process exits.
+        await asyncio.to_thread(thread.join)
+
+    return wake.set
 
 
 async def _drain_request_body(response: Response) -> None:

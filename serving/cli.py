@@ -4,6 +4,7 @@ import logging
 
 import click
 
+from pipeline.cli import pipeline, worker
 from serving.admin import admin
 from serving.demo import demo
 from serving.server import run
@@ -48,3 +49,5 @@ def serve(host: str, port: int) -> None:
 
 main.add_command(admin)
 main.add_command(demo)
+main.add_command(worker)
+main.add_command(pipeline)

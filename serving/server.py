@@ -16,7 +16,8 @@ def base_url(host: str, port: int) -> str:
 
 
 def run(settings: Settings, engine: sa.Engine, host: str, port: int) -> None:
-    app = create_app(settings, engine, issuer=settings.issuer or base_url(host, port))
+    app = create_app(settings, engine, issuer=settings.issuer or base_url(host, port),
+                     run_pipeline=settings.runs_inprocess_worker)
     config = Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = "-"

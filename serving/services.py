@@ -1,5 +1,6 @@
 """What the routes share: the store engine, the token authority, the rate limiter, the settings."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -16,6 +17,8 @@ class Services:
     engine: sa.Engine
     tokens: TokenAuthority
     limiter: RateLimiter
+    # Tells the in-process pipeline worker a batch is waiting; a no-op when separate workers poll.
+    wake_pipeline: Callable[[], None]
 
 
 def services() -> Services:

@@ -14,6 +14,13 @@ class Settings(BaseSettings):
     data_dir: Path = Path("pia-data")
     # Empty means the embedded DuckDB file under data_dir.
     database_url: str = ""
+    # Where accepted batches are staged as Parquet; a volume every worker shares in production.
+    staging_dir: Path | None = None
+    # Run the pipeline worker inside `pia serve`; unset means yes for the embedded DuckDB file, no for
+    # PostgreSQL, where `pia worker` processes do it.
+    inprocess_worker: bool | None = None
+    # How often an idle pipeline worker looks for new batches (uploads in the same process wake it at once).
+    worker_poll_seconds: float = 1.0
     # The public base address, used as token issuer; empty means http://HOST:PORT of `pia serve`.
     issuer: str = ""
     token_lifetime_seconds: int = 3600
@@ -32,5 +39,13 @@ class Settings(BaseSettings):
         return f"duckdb:///{(self.data_dir / 'pia.duckdb').resolve()}"
 
     @property
+    def resolved_staging_dir(self) -> Path:
+        return self.staging_dir or self.data_dir / "staged"
+
+    @property
     def is_embedded(self) -> bool:
         return self.resolved_database_url.startswith("duckdb")
+
+    @property
+    def runs_inprocess_worker(self) -> bool:
+        return self.is_embedded if self.inprocess_worker is None else self.inprocess_worker

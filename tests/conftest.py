@@ -60,7 +60,7 @@ def settings(backend: str, request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Settings:
     data_dir: Path = tmp_path_factory.mktemp(f"data-{backend}")
     database_url = request.getfixturevalue("postgres_url") if backend == "postgresql" else ""
-    return Settings(data_dir=data_dir, database_url=database_url)
+    return Settings(data_dir=data_dir, database_url=database_url, worker_poll_seconds=0.2)
 
 
 @pytest.fixture(scope="session")
@@ -110,7 +110,7 @@ class LiveServer:
 @pytest.fixture(scope="session")
 def server(settings: Settings, engine: sa.Engine) -> Iterator[LiveServer]:
     port = free_port()
-    live = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}"), port)
+    live = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}", run_pipeline=True), port)
     live.start()
     yield live
     live.stop()

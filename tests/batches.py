@@ -1,0 +1,56 @@
+"""Building demand planning upload bodies for tests, and waiting for their processing."""
+
+import gzip
+import time
+import uuid
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import httpx
+import orjson
+
+FINISHED = {"COMPLETED", "COMPLETED_WITH_REJECTED_ITEMS", "FAILED"}
+
+
+def forecast_item(sku: str, *, retail: str | None = "1001", ecom: str | None = None, start: date | None = None,
+                  days: int = 30, quantity: str = "1.5") -> dict[str, Any]:
+    start = start or datetime.now(UTC).date()
+    item: dict[str, Any] = {"skuNumber": sku, "horizonStartDate": start.isoformat(),
+                            "horizonEndDate": (start + timedelta(days=days - 1)).isoformat(),
+                            "quantities": [quantity] * days}
+    if retail:
+        item["retailStoreNumber"] = retail
+    if ecom:
+        item["ecomStoreNumber"] = ecom
+    return item
+
+
+def replenishment_item(sku: str, store: str = "1001", reorder: str = "5", maximum: str = "20") -> dict[str, Any]:
+    return {"retailStoreNumber": store, "skuNumber": sku, "reorderPoint": reorder, "maximumInventory": maximum}
+
+
+def envelope(items: list[dict[str, Any]], generated_at: str = "2026-11-21T02:00:00Z", **extra: Any) -> dict:
+    return {"generatedAt": generated_at, "itemCount": len(items), "items": items, **extra}
+
+
+def body(document: dict, gzipped: bool = True) -> tuple[bytes, dict[str, str]]:
+    raw = orjson.dumps(document)
+    headers = {"Content-Type": "application/json"}
+    if gzipped:
+        headers["Content-Encoding"] = "gzip"
+        raw = gzip.compress(raw)
+    return raw, headers
+
+
+def new_batch_id() -> str:
+    return str(uuid.uuid4())
+
+
+def wait_finished(http: httpx.Client, location: str, headers: dict[str, str], timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = http.get(location, headers=headers).json()
+        if status["progress"] in FINISHED:
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"batch not finished in {timeout} s: {status}")
