@@ -91,9 +91,10 @@ def run(backend: str, database_url: str, data_dir: Path) -> None:
     port = 18000 + os.getpid() % 1000
     env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": database_url,
            "PIA_WORKER_POLL_SECONDS": "0.05"}
-    processes = [subprocess.Popen([PIA, "serve", "--port", str(port)], env=env, stderr=subprocess.DEVNULL)]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    processes = [subprocess.Popen([PIA, "serve", "--port", str(port)], env=env, **quiet)]
     if backend == "postgresql":
-        processes.append(subprocess.Popen([PIA, "worker"], env=env, stderr=subprocess.DEVNULL))
+        processes.append(subprocess.Popen([PIA, "worker"], env=env, **quiet))
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url)

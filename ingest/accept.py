@@ -58,6 +58,9 @@ def accept_batch(engine: sa.Engine, staging_dir: Path, tenant_id: str, raw_batch
                      batch_total=checked.batch_total, item_count=checked.item_count, warnings=checked.warnings,
                      received_time=now)
     if not record_batch(engine, tenant_id, batch):
-        # A concurrent upload of the same id won the race; answer as for a repeated upload.
-        return _repeated(get_batch(engine, tenant_id, batch_id), kind, body_sha256)
+        # A concurrent upload of the same id won the race. Its file has our name only if its body is ours.
+        winner = get_batch(engine, tenant_id, batch_id)
+        if winner.staged_path != name:
+            (staging_dir / name).unlink(missing_ok=True)  # a refused upload leaves nothing behind
+        return _repeated(winner, kind, body_sha256)
     return Accepted(status_document(get_batch(engine, tenant_id, batch_id)), created=True)
