@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     require_services: bool = False
     # Tests create (and drop) a fresh database per session through this server.
     test_postgres_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+    # The shared rate-limit store the tests try across two limiter instances.
+    test_redis_url: str = "redis://127.0.0.1:6379"
 
     @cached_property
     def resolved_database_url(self) -> str:

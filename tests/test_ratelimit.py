@@ -1,12 +1,15 @@
 """Rate limits per API client over a rolling minute, with their headers."""
 
 import asyncio
+import socket
+import uuid
+from urllib.parse import urlsplit
 
 from click.testing import CliRunner
 
 from serving.cli import main
 from serving.ratelimit import RollingWindowLimiter
-from tests.conftest import bearer, client_of, get_token
+from tests.conftest import ENV, bearer, client_of, get_token, service_missing
 
 
 def test_headers_on_every_authenticated_response(http, world) -> None:
@@ -46,3 +49,19 @@ def test_rolling_window_frees_capacity_as_requests_age() -> None:
         return [(await limiter.hit("k", 2)).allowed for _ in range(3)]
 
     assert asyncio.run(scenario()) == [True, True, False]
+
+
+def test_api_replicas_share_the_count_through_redis() -> None:
+    """Two limiters on one Redis, as two API replicas would be: the client's budget is shared."""
+    address = urlsplit(ENV.test_redis_url)
+    try:
+        socket.create_connection((address.hostname, address.port or 6379), timeout=2).close()
+    except OSError as error:
+        service_missing(f"Redis at {ENV.test_redis_url} is not reachable: {error}")
+
+    async def scenario() -> list[bool]:
+        replicas = [RollingWindowLimiter(ENV.test_redis_url), RollingWindowLimiter(ENV.test_redis_url)]
+        key = f"client:{uuid.uuid4()}"
+        return [(await replicas[n % 2].hit(key, 3)).allowed for n in range(4)]
+
+    assert asyncio.run(scenario()) == [True, True, True, False]
