@@ -31,19 +31,19 @@ _COLLECTIONS = {SALES_FORECAST: "sales_forecast_batches", REPLENISHMENT_PARAMETE
 
 
 @blueprint.get("/retail_stores")
-async def retail_stores(tenantId: str) -> Response:  # noqa: N803
+async def retail_stores(tenantId: str) -> Response:
     rows = await blocking(list_retail_stores, services().engine, tenantId)
     return json_response({"items": [retail_store_json(row) for row in rows]})
 
 
 @blueprint.get("/ecom_stores")
-async def ecom_stores(tenantId: str) -> Response:  # noqa: N803
+async def ecom_stores(tenantId: str) -> Response:
     rows = await blocking(list_ecom_stores, services().engine, tenantId)
     return json_response({"items": [ecom_store_json(row) for row in rows]})
 
 
 @blueprint.get("/limits")
-async def limits(tenantId: str) -> Response:  # noqa: N803
+async def limits(tenantId: str) -> Response:
     return json_response(published_limits(g.rate_limit.limit))
 
 
@@ -87,22 +87,22 @@ async def _status(tenant_id: str, raw_batch_id: str, kind: str) -> Response:
 
 
 @blueprint.put("/sales_forecast_batches/<batchId>")
-async def put_sales_forecast_batch(tenantId: str, batchId: str) -> Response:  # noqa: N803
+async def put_sales_forecast_batch(tenantId: str, batchId: str) -> Response:
     return await _upload(tenantId, batchId, SALES_FORECAST)
 
 
 @blueprint.get("/sales_forecast_batches/<batchId>")
-async def get_sales_forecast_batch(tenantId: str, batchId: str) -> Response:  # noqa: N803
+async def get_sales_forecast_batch(tenantId: str, batchId: str) -> Response:
     return await _status(tenantId, batchId, SALES_FORECAST)
 
 
 @blueprint.put("/replenishment_parameter_batches/<batchId>")
-async def put_replenishment_parameter_batch(tenantId: str, batchId: str) -> Response:  # noqa: N803
+async def put_replenishment_parameter_batch(tenantId: str, batchId: str) -> Response:
     return await _upload(tenantId, batchId, REPLENISHMENT_PARAMETER)
 
 
 @blueprint.get("/replenishment_parameter_batches/<batchId>")
-async def get_replenishment_parameter_batch(tenantId: str, batchId: str) -> Response:  # noqa: N803
+async def get_replenishment_parameter_batch(tenantId: str, batchId: str) -> Response:
     return await _status(tenantId, batchId, REPLENISHMENT_PARAMETER)
 
 
@@ -138,7 +138,7 @@ def _page_response(items: list[dict[str, Any]], next_key: Any) -> Response:
 
 
 @blueprint.get("/sales_forecasts")
-async def sales_forecasts(tenantId: str) -> Response:  # noqa: N803
+async def sales_forecasts(tenantId: str) -> Response:
     retail, ecom = request.args.get("retailStoreNumber"), request.args.get("ecomStoreNumber")
     if retail is not None and ecom is not None:
         raise _query_error("ecomStoreNumber", "STORE_KEY_SHAPE",
@@ -165,7 +165,7 @@ def _modified_since() -> datetime | None:
 
 
 @blueprint.get("/replenishment_parameters")
-async def replenishment_parameters(tenantId: str) -> Response:  # noqa: N803
+async def replenishment_parameters(tenantId: str) -> Response:
     limit, after, since = _limit(), _cursor(ParameterKey.from_dict), _modified_since()
     page = await blocking(replenishment_parameter_page, services().engine, tenantId,
                           retail_store_number=request.args.get("retailStoreNumber"), modified_since=since,

@@ -13,7 +13,7 @@ protect(blueprint, "ecom", resource_arg="eComStoreId")
 
 
 @blueprint.get("/retail_stores")
-async def retail_stores(tenantId: str, eComStoreId: str) -> Response:  # noqa: N803
+async def retail_stores(tenantId: str, eComStoreId: str) -> Response:
     """The click and collect network: the retail stores of the eCom store's company."""
     rows = await blocking(company_retail_stores, services().engine, tenantId, eComStoreId)
     return json_response({"items": [retail_store_json(row) for row in rows]})

@@ -14,6 +14,6 @@ protect(blueprint, "loyalty_programs", resource_arg="loyaltyProgramId")
 
 
 @blueprint.get("/retail_stores")
-async def retail_stores(tenantId: str, loyaltyProgramId: str) -> Response:  # noqa: N803
+async def retail_stores(tenantId: str, loyaltyProgramId: str) -> Response:
     rows = await blocking(program_retail_stores, services().engine, tenantId, loyaltyProgramId)
     return json_response({"items": [retail_store_json(row) for row in rows]})

@@ -139,5 +139,5 @@ async def token() -> Response:
 
 
 @blueprint.post("/v1/tenants/<tenantId>/oauth2/v2.0/token")
-async def tenant_token(tenantId: str) -> Response:  # noqa: N803 - path variable named as in the spec
+async def tenant_token(tenantId: str) -> Response:
     return await _token_response(tenantId)
