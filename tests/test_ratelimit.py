@@ -43,7 +43,7 @@ def test_override_per_client_and_429_above_it(http, world, settings) -> None:
     assert result.exit_code == 0 and '"rateLimitPerMinute": null' in result.output
 
 
-def test_rolling_window_frees_capacity_as_requests_age() -> None:
+def test_in_process_limiter_refuses_above_the_limit() -> None:
     async def scenario() -> list[bool]:
         limiter = RollingWindowLimiter("memory://")
         return [(await limiter.hit("k", 2)).allowed for _ in range(3)]
