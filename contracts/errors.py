@@ -26,10 +26,6 @@ class BadRequest(ApiError):
     status, code, default_message = 400, "BAD_REQUEST", "The request body could not be parsed."
 
 
-class InvalidRequest(ApiError):
-    status, code, default_message = 400, "INVALID_REQUEST", "The request is invalid."
-
-
 class ValidationFailed(ApiError):
     status, code, default_message = 400, "VALIDATION_ERROR", "The request failed validation."
 
@@ -79,10 +75,6 @@ class UnsupportedMediaType(ApiError):
 
 class TooManyRequests(ApiError):
     status, code, default_message = 429, "TOO_MANY_REQUESTS", "Rate limit exceeded."
-
-
-class ServiceUnavailable(ApiError):
-    status, code, default_message = 503, "SERVICE_UNAVAILABLE", "The service is temporarily unavailable."
 
 
 class InternalServerError(ApiError):

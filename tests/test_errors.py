@@ -1,13 +1,14 @@
 """One error body everywhere, and a request id on every response."""
 
 import logging
+import uuid
 
 import pytest
 from quart import Blueprint
 
 from serving.app import create_app
-from serving.jsonio import read_json_object
 from store.config import Settings
+from tests.conftest import bearer, client_of
 
 
 def test_unknown_route_is_404_in_the_error_body(http) -> None:
@@ -34,13 +35,9 @@ def test_every_response_has_a_request_id_and_a_safe_incoming_one_is_kept(http) -
 
 @pytest.fixture
 def probe_app(settings: Settings, engine):
-    """The real app plus two probe routes that exercise the shared JSON parsing and the 500 path."""
+    """The real app plus a probe route that fails unexpectedly, to exercise the 500 path."""
     app = create_app(settings, engine, issuer="http://test")
     probes = Blueprint("probes", __name__)
-
-    @probes.post("/probe/json")
-    async def echo_json():
-        return await read_json_object()
 
     @probes.get("/probe/crash")
     async def crash():
@@ -50,13 +47,13 @@ def probe_app(settings: Settings, engine):
     return app
 
 
-async def test_unparseable_json_is_400_bad_request(probe_app) -> None:
-    response = await probe_app.test_client().post("/probe/json", data=b"{oops",
-                                                   headers={"Content-Type": "application/json"})
+@pytest.mark.parametrize("raw", [b"{oops", b"[1]"])
+def test_unparseable_json_is_400_bad_request(http, shared_world, cached_token, raw) -> None:
+    token = cached_token(shared_world, client_of(shared_world, "demand_planning"))
+    response = http.put(f"/v1/tenants/{shared_world['id']}/demand_planning/sales_forecast_batches/{uuid.uuid4()}",
+                        content=raw, headers={**bearer(token), "Content-Type": "application/json"})
     assert response.status_code == 400
-    assert (await response.get_json())["error"] == "BAD_REQUEST"
-    response = await probe_app.test_client().post("/probe/json", data=b"[1]")
-    assert response.status_code == 400
+    assert response.json()["error"] == "BAD_REQUEST" and response.json()["message"]
 
 
 async def test_unexpected_exception_is_500_without_internals(probe_app, caplog) -> None:
