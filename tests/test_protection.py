@@ -8,6 +8,8 @@ from joserfc import jwt
 from joserfc.jwk import ECKey
 
 from serving.app import create_app
+from serving.tokens import TokenAuthority
+from store.clients import get_client
 from store.config import Settings
 from tests.conftest import bearer, client_of
 
@@ -51,30 +53,39 @@ def test_every_scope_has_protected_routes() -> None:
     assert {scope for _, _, scope in PROTECTED} == set(SCOPE_OF_PREFIX.values())
 
 
-def _expired_token(world: dict, client: dict, issuer: str) -> str:
-    """A well-formed token signed by a key we do not publish, or expired: built with joserfc."""
+def _foreign_key_token(world: dict, client: dict, issuer: str) -> str:
+    """Well formed, unexpired, with every claim right, but signed by a key the service never published."""
     key = ECKey.generate_key("P-256", parameters={"kid": "foreign"})
     now = int(time.time())
-    claims = {"iss": issuer, "aud": issuer, "exp": now - 10, "iat": now - 3610, "jti": "x",
+    claims = {"iss": issuer, "aud": issuer, "exp": now + 600, "iat": now, "jti": "x",
               "client_id": client["clientId"], "tenant_id": world["id"], "scope": client["scope"]}
     return jwt.encode({"alg": "ES256", "kid": "foreign", "typ": "at+jwt"}, claims, key)
 
 
+def _expired_token(engine, world: dict, client: dict, issuer: str) -> str:
+    """Signed by the service's own current key, but its hour is over."""
+    expired_authority = TokenAuthority(engine, issuer, lifetime_seconds=-60)
+    return expired_authority.issue(get_client(engine, world["id"], client["clientId"]))[0]
+
+
 @pytest.mark.parametrize(("method", "rule", "scope"), PROTECTED)
-def test_unauthenticated_requests_get_401(http: httpx.Client, shared_world: dict, cached_token,
+def test_unauthenticated_requests_get_401(http: httpx.Client, engine, server, shared_world: dict, cached_token,
                                           method: str, rule: str, scope: str) -> None:
     world = shared_world
     path = _path(rule, world, scope)
     client = client_of(world, scope)
     good = cached_token(world, client)
+    expired = bearer(_expired_token(engine, world, client, server.url))
     header, payload, signature = good.split(".")
     tampered = f"{header}.{payload}.{signature[::-1]}"
     for headers in ({}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer"}, bearer("not-a-jwt"),
-                    bearer(tampered), bearer(_expired_token(world, client, str(http.base_url).rstrip("/")))):
+                    bearer(tampered), bearer(_foreign_key_token(world, client, server.url)), expired):
         response = _call(http, method, path, headers)
         assert response.status_code == 401, (headers, response.text)
         assert response.json()["error"] == "UNAUTHORIZED"
         assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    # Refused for its age, not for anything else about it.
+    assert "expired" in _call(http, method, path, expired).json()["message"]
 
 
 def _wrong_uses(world: dict, other_world: dict, scope: str) -> dict[str, tuple[dict, dict]]:
