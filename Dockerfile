@@ -6,6 +6,8 @@ COPY contracts contracts
 COPY ingest ingest
 COPY pipeline pipeline
 COPY serving serving
+COPY settings settings
+COPY benchmarks benchmarks
 COPY store store
 RUN uv sync --locked --no-dev
 ENV PATH="/app/.venv/bin:$PATH"

@@ -26,9 +26,9 @@ import orjson
 import sqlalchemy as sa
 
 from serving.admin import issue_client
+from settings import Settings
 from store.backoffice import load_document
 from store.clients import DEMAND_PLANNING_PERMISSION
-from store.config import Settings
 from store.engine import create_engine
 from store.migrate import upgrade
 from store.tenants import create_tenant

@@ -10,20 +10,19 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 
 from contracts.errors import BatchIdReused, ValidationFailed
 from ingest.body import decompress_body
 from ingest.envelope import check_batch
-from ingest.staging import stage_items, staged_name
-from store.batches import NewBatch, get_batch, record_batch, status_document
+from store.batches import NewBatch, get_batch, record_batch
+from store.staging import stage_items, staged_name
 
 
 @dataclass(frozen=True)
 class Accepted:
-    status: dict[str, Any]
+    batch: sa.Row  # as recorded; the HTTP layer renders its status
     created: bool  # False: the same upload was accepted before
 
 
@@ -40,7 +39,7 @@ def _repeated(row: sa.Row, kind: str, body_sha256: str) -> Accepted:
     if row.kind != kind or row.body_sha256 != body_sha256:
         raise BatchIdReused(f"Batch {row.batch_id} was already uploaded with a different payload; "
                             "read its status instead of retrying.")
-    return Accepted(status_document(row), created=False)
+    return Accepted(row, created=False)
 
 
 def accept_batch(engine: sa.Engine, staging_dir: Path, tenant_id: str, raw_batch_id: str, kind: str, *,
@@ -63,4 +62,4 @@ def accept_batch(engine: sa.Engine, staging_dir: Path, tenant_id: str, raw_batch
         if winner.staged_path != name:
             (staging_dir / name).unlink(missing_ok=True)  # a refused upload leaves nothing behind
         return _repeated(winner, kind, body_sha256)
-    return Accepted(status_document(get_batch(engine, tenant_id, batch_id)), created=True)
+    return Accepted(get_batch(engine, tenant_id, batch_id), created=True)

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pipeline.worker import Pipeline, tenant_locks_for
+from settings import Settings
 from store.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, requeue_failed
-from store.config import Settings
 from store.engine import create_engine
 from store.migrate import upgrade
 

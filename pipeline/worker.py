@@ -17,7 +17,6 @@ from typing import Protocol
 import pyarrow as pa
 import sqlalchemy as sa
 
-from ingest.staging import read_staged
 from pipeline.apply import apply_batch
 from store.batches import (
     fail_batch,
@@ -28,6 +27,7 @@ from store.batches import (
 )
 from store.engine import is_duckdb
 from store.ids import utc_now
+from store.staging import read_staged
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from contracts.rendering import instant
 from serving.credentials import hash_secret, new_secret
 from serving.tokens import rotate_signing_key
+from settings import Settings
 from store.audit import client_events
 from store.backoffice import DocumentInvalid, load_document
 from store.clients import (
@@ -26,7 +27,6 @@ from store.clients import (
     list_clients,
     update_client,
 )
-from store.config import Settings
 from store.engine import create_engine
 from store.migrate import upgrade
 from store.tenants import create_tenant, get_tenant, list_tenants

@@ -27,7 +27,7 @@ from serving.ratelimit import RollingWindowLimiter
 from serving.routes import demand_planning, ecom, loyalty_programs, meta, oauth
 from serving.services import Services
 from serving.tokens import TokenAuthority
-from store.config import Settings
+from settings import Settings
 from store.ids import new_id
 
 log = logging.getLogger("pia.request")

@@ -8,7 +8,7 @@ from pipeline.cli import pipeline, worker
 from serving.admin import admin
 from serving.demo import demo
 from serving.server import run
-from store.config import Settings
+from settings import Settings
 from store.engine import create_engine
 from store.migrate import current_revision, head_revision, upgrade
 

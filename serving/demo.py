@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from serving.admin import issue_client
 from serving.demo_data import demo_document
 from serving.server import base_url, run
+from settings import Settings
 from store.backoffice import load_document
 from store.clients import DEMAND_PLANNING_PERMISSION
-from store.config import Settings
 from store.engine import create_engine
 from store.migrate import upgrade
 from store.reference import list_ecom_stores, list_loyalty_programs

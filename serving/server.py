@@ -8,7 +8,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 from serving.app import create_app
-from store.config import Settings
+from settings import Settings
 
 
 def base_url(host: str, port: int) -> str:

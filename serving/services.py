@@ -8,7 +8,7 @@ from quart import current_app
 
 from serving.ratelimit import RateLimiter
 from serving.tokens import TokenAuthority
-from store.config import Settings
+from settings import Settings
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 import sqlalchemy as sa
 from alembic.ddl.impl import DefaultImpl
 
-from store.config import Settings
+from settings import Settings
 
 
 class AlembicDuckDBImpl(DefaultImpl):

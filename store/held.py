@@ -5,18 +5,14 @@ that fetches at most the page, the row after it in the same store, and the first
 enough to cut the page at the store boundary and to tell whether rows follow, without reading further.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, astuple, dataclass, fields
 from datetime import date, datetime
 from typing import Any, Generic, NamedTuple, Self, TypeVar
 
-import orjson
 import sqlalchemy as sa
 
-from contracts.rendering import decimal, instant
 from store.schema import assortment_lines, retail_stores, sales_forecasts, skus, store_assortment_lines
-
-Item = dict[str, Any]
 
 
 class _PageKey:
@@ -53,7 +49,7 @@ KeyT = TypeVar("KeyT", ForecastKey, ParameterKey)
 
 @dataclass(frozen=True)
 class Page(Generic[KeyT]):
-    items: list[Item]
+    rows: list[sa.Row]  # rendered by the HTTP layer
     # The key to read the next page after; None when no rows follow.
     next: KeyT | None
 
@@ -71,20 +67,7 @@ def sales_forecast_page(engine: sa.Engine, tenant_id: str, *, retail_store_numbe
         query = query.where(forecasts.c.is_ecom == sa.false(), forecasts.c.store_number == retail_store_number)
     if ecom_store_number is not None:
         query = query.where(forecasts.c.is_ecom == sa.true(), forecasts.c.store_number == ecom_store_number)
-    return _read_page(engine, query.subquery("forecasts"), ForecastKey, after, limit, _forecast_item)
-
-
-def _forecast_item(row: sa.Row) -> Item:
-    return {
-        "retailStoreNumber": None if row.is_ecom else row.store_number,
-        "ecomStoreNumber": row.store_number if row.is_ecom else None,
-        "skuNumber": row.sku_number,
-        "horizonStartDate": row.horizon_start_date.isoformat(),
-        "horizonEndDate": row.horizon_end_date.isoformat(),
-        "quantities": orjson.loads(row.quantities),
-        "generatedAt": instant(row.generated_at),
-        "modifiedTime": instant(row.modified_time),
-    }
+    return _read_page(engine, query.subquery("forecasts"), ForecastKey, after, limit)
 
 
 # --- replenishment parameters ---------------------------------------------------------------------------
@@ -127,7 +110,7 @@ def replenishment_parameter_page(engine: sa.Engine, tenant_id: str, *, retail_st
     if modified_since is not None:
         query = query.where(in_use("modified_time") > modified_since)
     # A CTE, so PostgreSQL resolves the window's stores once for the three reads of _read_page.
-    return _read_page(engine, query.cte("parameters"), ParameterKey, after, limit, _parameter_item)
+    return _read_page(engine, query.cte("parameters"), ParameterKey, after, limit)
 
 
 def _parameter_stores(tenant_id: str, retail_store_number: str | None, after: ParameterKey | None, *,
@@ -202,23 +185,10 @@ def _store_lines(tenant_id: str, stores: sa.CTE, modified_since: datetime | None
     ).select_from(joined).subquery("lines")
 
 
-def _parameter_item(row: sa.Row) -> Item:
-    return {
-        "retailStoreNumber": row.store_number,
-        "skuNumber": row.sku_number,
-        "replenishmentType": row.replenishment_type,
-        "reorderPoint": decimal(row.reorder_point),
-        "maximumInventory": decimal(row.maximum_inventory),
-        "parameterSource": row.parameter_source,
-        "locked": row.locked,
-        "modifiedTime": instant(row.modified_time),
-    }
-
-
 # --- paging ---------------------------------------------------------------------------------------------
 
-def _read_page(engine: sa.Engine, rows: sa.FromClause, key_type: type[KeyT], after: KeyT | None, limit: int,
-               item: Callable[[sa.Row], Item]) -> Page[KeyT]:
+def _read_page(engine: sa.Engine, rows: sa.FromClause, key_type: type[KeyT], after: KeyT | None,
+               limit: int) -> Page[KeyT]:
     """The page of `rows` (tenant and filters applied) after the key, cut at the store boundary and the limit.
 
     The key's fields name the columns the rows are ordered by: the store's, then the SKU number.
@@ -237,7 +207,7 @@ def _read_page(engine: sa.Engine, rows: sa.FromClause, key_type: type[KeyT], aft
     page = [row for row in fetched[:limit] if store_of(row) == store_of(fetched[0])]
     # Having fetched a row beyond the page means more rows follow.
     more = len(fetched) > len(page)
-    return Page([item(row) for row in page],
+    return Page(page,
                 key_type(**{name: page[-1]._mapping[name] for name in names}) if more else None)
 
 

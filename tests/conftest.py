@@ -17,7 +17,7 @@ from quart import Quart
 
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
-from store.config import Settings
+from settings import Settings
 from store.engine import create_engine
 from store.ids import new_id
 from store.migrate import upgrade

@@ -7,7 +7,7 @@ import pytest
 from quart import Blueprint
 
 from serving.app import create_app
-from store.config import Settings
+from settings import Settings
 from tests.conftest import bearer, client_of
 
 

@@ -3,7 +3,7 @@
 import httpx
 
 from serving.app import create_app
-from store.config import Settings
+from settings import Settings
 from store.engine import create_engine
 from tests.conftest import LiveServer, free_port
 

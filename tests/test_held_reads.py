@@ -1,6 +1,7 @@
 """Reads of held demand planning data: order, store-bounded keyset pages, expiry, resolution, tenancy."""
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -9,14 +10,9 @@ import pytest
 import sqlalchemy as sa
 
 from serving.demo_data import BASE_CODE, DEMO_RESOLUTION_EXAMPLES, LOCAL_CODE, demo_document
+from serving.rendering import held_forecast, held_parameter
 from store.backoffice import load_document
-from store.held import (
-    ForecastKey,
-    Page,
-    ParameterKey,
-    replenishment_parameter_page,
-    sales_forecast_page,
-)
+from store.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
 from store.ids import new_id
 from store.schema import assortment_lines, assortments, retail_stores, sales_forecasts, skus, store_assortment_lines
 from store.tenants import create_tenant
@@ -80,6 +76,23 @@ def other_tenant(engine: sa.Engine) -> str:
     return other
 
 
+@dataclass(frozen=True)
+class Page:
+    """A store page rendered as the API renders it."""
+    items: list[dict[str, Any]]
+    next: Any
+
+
+def forecast_page(engine: sa.Engine, tenant_id: str, **query: Any) -> Page:
+    page = sales_forecast_page(engine, tenant_id, **query)
+    return Page([held_forecast(row) for row in page.rows], page.next)
+
+
+def parameter_page(engine: sa.Engine, tenant_id: str, **query: Any) -> Page:
+    page = replenishment_parameter_page(engine, tenant_id, **query)
+    return Page([held_parameter(row) for row in page.rows], page.next)
+
+
 def crawl(read: Callable[[Any], Page], limit: int) -> list[list[dict[str, Any]]]:
     """Every page, following next through a cursor-like round trip until it is None."""
     pages: list[list[dict[str, Any]]] = []
@@ -108,8 +121,8 @@ def assert_paged(pages: list[list[dict[str, Any]]], expected: list[dict[str, Any
 
 def forecasts(engine: sa.Engine, tenant_id: str, limit: int, *, retail: str | None = None,
               ecom: str | None = None) -> Callable[[ForecastKey | None], Page]:
-    return lambda after: sales_forecast_page(engine, tenant_id, retail_store_number=retail, ecom_store_number=ecom,
-                                             after=after, limit=limit, today=TODAY)
+    return lambda after: forecast_page(engine, tenant_id, retail_store_number=retail, ecom_store_number=ecom,
+                                       after=after, limit=limit, today=TODAY)
 
 
 def expected_forecasts(quantity: str = "1.5") -> list[dict[str, Any]]:
@@ -127,19 +140,19 @@ def test_forecast_pages_visit_every_unexpired_row_once_in_order(engine: sa.Engin
 
 
 def test_a_forecast_page_stops_at_the_store_boundary(engine: sa.Engine, tenant: str) -> None:
-    first = sales_forecast_page(engine, tenant, retail_store_number=None, ecom_store_number=None, after=None,
+    first = forecast_page(engine, tenant, retail_store_number=None, ecom_store_number=None, after=None,
                                 limit=1000, today=TODAY)
     assert [item["skuNumber"] for item in first.items] == ["100001", "100002", "100003"]
     assert first.next == ForecastKey(False, "1001", "100003")
 
-    second = sales_forecast_page(engine, tenant, retail_store_number=None, ecom_store_number=None,
+    second = forecast_page(engine, tenant, retail_store_number=None, ecom_store_number=None,
                                  after=first.next, limit=1000, today=TODAY)
     # 1002's expired row is gone, so its one live row is the page.
     assert [(item["retailStoreNumber"], item["skuNumber"]) for item in second.items] == [("1002", "100005")]
 
 
 def test_the_last_forecast_page_has_no_next(engine: sa.Engine, tenant: str) -> None:
-    last = sales_forecast_page(engine, tenant, retail_store_number=None, ecom_store_number=None,
+    last = forecast_page(engine, tenant, retail_store_number=None, ecom_store_number=None,
                                after=ForecastKey(True, "2001", "100007"), limit=2, today=TODAY)
     assert [item["skuNumber"] for item in last.items] == ["100008", "100009"]
     assert last.next is None
@@ -161,7 +174,7 @@ def test_expired_forecasts_are_not_returned(engine: sa.Engine, tenant: str) -> N
     page = forecasts(engine, tenant, 10, retail="1004")(None)
     assert page.items == [] and page.next is None
     # The day after, the horizons that ended today have expired too.
-    later = sales_forecast_page(engine, tenant, retail_store_number=None, ecom_store_number="2001", after=None,
+    later = forecast_page(engine, tenant, retail_store_number=None, ecom_store_number="2001", after=None,
                                 limit=10, today=TODAY + timedelta(days=1))
     assert later.items == [] and later.next is None
 
@@ -175,7 +188,7 @@ def test_forecasts_of_another_tenant_are_not_visible(engine: sa.Engine, tenant: 
 
 def parameters(engine: sa.Engine, tenant_id: str, limit: int, *, retail: str | None = None,
                since: datetime | None = None) -> Callable[[ParameterKey | None], Page]:
-    return lambda after: replenishment_parameter_page(engine, tenant_id, retail_store_number=retail,
+    return lambda after: parameter_page(engine, tenant_id, retail_store_number=retail,
                                                       modified_since=since, after=after, limit=limit)
 
 

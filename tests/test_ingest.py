@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
+from benchmarks.ingest_upload import TODAY as BENCH_TODAY
+from benchmarks.ingest_upload import forecast_batch
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.errors import ApiError, BadRequest, LimitExceeded, UnsupportedMediaType, ValidationFailed
 from contracts.limits import (
@@ -23,8 +25,6 @@ from contracts.limits import (
     MAX_VALIDATION_ERRORS_LISTED,
 )
 from ingest import envelope
-from ingest.bench import TODAY as BENCH_TODAY
-from ingest.bench import forecast_batch
 from ingest.body import decompress_body
 from ingest.envelope import FORECAST_ITEMS_SCHEMA, REPLENISHMENT_ITEMS_SCHEMA, check_batch
 

@@ -3,7 +3,7 @@
 import sqlalchemy as sa
 from alembic import command
 
-from store.config import Settings
+from settings import Settings
 from store.engine import create_engine
 from store.migrate import _config, current_revision, head_revision, upgrade
 from store.schema import store_assortment_lines

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from ingest.accept import accept_batch
 from serving.cli import main
 from serving.demo import seed_demo_tenant
+from settings import Settings
 from store.batches import get_batch
-from store.config import Settings
 from store.engine import create_engine
 from store.migrate import upgrade
 from tests.batches import body, envelope, forecast_item, new_batch_id
@@ -27,7 +27,7 @@ def setup(tmp_path):
         raw, headers = body(envelope([forecast_item(sku)]))
         return accept_batch(engine, settings.resolved_staging_dir, tenant, new_batch_id(), "SALES_FORECAST",
                             body=raw, content_type=headers["Content-Type"],
-                            content_encoding=headers["Content-Encoding"], now=datetime.now(UTC)).status["batchId"]
+                            content_encoding=headers["Content-Encoding"], now=datetime.now(UTC)).batch.batch_id
 
     def pia(*args: str):
         return CliRunner().invoke(main, list(args), env={"PIA_DATA_DIR": str(tmp_path), "PIA_DATABASE_URL": ""})

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from ingest.accept import accept_batch
 from serving.demo import seed_demo_tenant
+from settings import Settings
 from store.batches import get_batch
-from store.config import Settings
 from store.engine import create_engine
 from store.ids import new_id
 from store.migrate import upgrade
@@ -57,7 +57,7 @@ def _upload(engine: sa.Engine, settings: Settings, tenant_id: str, run: int, qua
     accepted = accept_batch(engine, settings.resolved_staging_dir, tenant_id, new_batch_id(), "SALES_FORECAST",
                             body=raw, content_type=headers["Content-Type"],
                             content_encoding=headers["Content-Encoding"], now=datetime.now(UTC))
-    return accepted.status["batchId"]
+    return accepted.batch.batch_id
 
 
 def _wait(engine: sa.Engine, predicate, timeout: float = 60) -> None:

@@ -9,8 +9,8 @@ from joserfc.jwk import ECKey
 
 from serving.app import create_app
 from serving.tokens import TokenAuthority
+from settings import Settings
 from store.clients import get_client
-from store.config import Settings
 from tests.conftest import bearer, client_of
 
 SCOPE_OF_PREFIX = {"ecom_stores": "ecom", "loyalty_programs": "loyalty_programs",

@@ -17,9 +17,10 @@ from ingest.accept import accept_batch, canonical_batch_id
 from ingest.body import check_media_type
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
+from serving.rendering import batch_status, held_forecast, held_parameter
 from serving.routes.stores import ecom_store_json, retail_store_json
 from serving.services import services
-from store.batches import get_batch, status_document
+from store.batches import get_batch
 from store.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
 from store.ids import utc_now
 from store.reference import list_ecom_stores, list_retail_stores
@@ -71,8 +72,8 @@ async def _upload(tenant_id: str, raw_batch_id: str, kind: str) -> Response:
                               content_encoding=content_encoding, now=utc_now())
     if accepted.created:
         services().wake_pipeline()
-    location = _location(tenant_id, kind, accepted.status["batchId"])
-    return json_response(accepted.status, 202 if accepted.created else 200, {"Location": location})
+    location = _location(tenant_id, kind, accepted.batch.batch_id)
+    return json_response(batch_status(accepted.batch), 202 if accepted.created else 200, {"Location": location})
 
 
 async def _status(tenant_id: str, raw_batch_id: str, kind: str) -> Response:
@@ -83,7 +84,7 @@ async def _status(tenant_id: str, raw_batch_id: str, kind: str) -> Response:
     row = await blocking(get_batch, services().engine, tenant_id, batch_id)
     if row is None or row.kind != kind:
         raise NotFound(f"No {kind.lower().replace('_', ' ')} batch {batch_id}.")
-    return json_response(status_document(row))
+    return json_response(batch_status(row))
 
 
 @blueprint.put("/sales_forecast_batches/<batchId>")
@@ -146,7 +147,7 @@ async def sales_forecasts(tenantId: str) -> Response:
     limit, after = _limit(), _cursor(ForecastKey.from_dict)
     page = await blocking(sales_forecast_page, services().engine, tenantId, retail_store_number=retail,
                           ecom_store_number=ecom, after=after, limit=limit, today=utc_now().date())
-    return _page_response(page.items, page.next)
+    return _page_response([held_forecast(row) for row in page.rows], page.next)
 
 
 def _modified_since() -> datetime | None:
@@ -170,4 +171,4 @@ async def replenishment_parameters(tenantId: str) -> Response:
     page = await blocking(replenishment_parameter_page, services().engine, tenantId,
                           retail_store_number=request.args.get("retailStoreNumber"), modified_since=since,
                           after=after, limit=limit)
-    return _page_response(page.items, page.next)
+    return _page_response([held_parameter(row) for row in page.rows], page.next)

@@ -1,6 +1,6 @@
 """Benchmark: checking a 5,000-item, 30-day forecast batch against two baselines measured in the same run.
 
-    uv run python -m ingest.bench
+    uv run python -m benchmarks.ingest_upload
 
 Prints the median of RUNS rounds of: orjson.loads of the decompressed body (parsing alone, no checks);
 decompress_body + check_batch from the gzipped body (everything an upload does before staging); accept_batch,
@@ -30,7 +30,7 @@ from contracts.limits import EXPECTED_HORIZON_DAYS, MAX_HORIZON_DAYS, MAX_ITEMS_
 from ingest.accept import accept_batch
 from ingest.body import decompress_body
 from ingest.envelope import MAX_KEY_LENGTH, check_batch
-from store.config import Settings
+from settings import Settings
 from store.engine import create_engine
 from store.migrate import upgrade
 from store.tenants import create_tenant

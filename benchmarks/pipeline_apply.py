@@ -1,4 +1,4 @@
-"""Benchmark of apply_batch: `uv run python -m pipeline.bench_apply [--batches N]`.
+"""Benchmark of apply_batch: `uv run python -m benchmarks.pipeline_apply [--batches N]`.
 
 Seeds one tenant (201 released retail stores, 5,000 SKUs in a base assortment) on a temporary DuckDB file
 and on a PostgreSQL database it creates and drops, then applies 5,000-item batches, one store each, in a
@@ -29,8 +29,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.rendering import decimal
 from pipeline.apply import apply_batch, quantities_json
+from settings import Settings
 from store.backoffice import load_document
-from store.config import Settings
 from store.engine import create_engine
 from store.ids import new_id
 from store.migrate import upgrade
