@@ -17,7 +17,7 @@ from store.clients import Client, get_client
 blueprint = Blueprint("oauth", __name__)
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 # A waiting slot frees as soon as any running secret check ends.
-BUSY_RETRY_AFTER_SECONDS = 1
+_BUSY_RETRY_AFTER_SECONDS = 1
 
 
 class TokenError(Exception):
@@ -119,7 +119,7 @@ async def _authenticated_client(tenant_id: str, client_id: str, secret: str) -> 
         # Hash even for an unknown client, so timing does not tell which client ids exist.
         matches = await verifier.matches(proof, secret, client.secret_hash if client else DUMMY_HASH)
     except VerifierBusy:
-        raise _slow_down("Too many client secrets are being checked at once.", BUSY_RETRY_AFTER_SECONDS) from None
+        raise _slow_down("Too many client secrets are being checked at once.", _BUSY_RETRY_AFTER_SECONDS) from None
     if client is None or not matches:
         raise TokenError(401, "invalid_client", "Client authentication failed.")
     if not client.enabled:
