@@ -25,7 +25,9 @@ from serving.jsonio import json_response
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
 from serving.routes import demand_planning, ecom, loyalty_programs, meta, oauth
+from serving.secret_verifier import SecretVerifier
 from serving.services import Services
+from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
 from settings import Settings
 from store.ids import new_id
@@ -41,10 +43,16 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     app = Quart("pia")
     # No request body may exceed the largest published limit; uploads check their own limits first.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+    limiter = RollingWindowLimiter(settings.rate_limit_storage_url)
+    secret_verifier = SecretVerifier(settings.secret_check_workers, settings.secret_check_max_pending,
+                                     settings.secret_check_cache_seconds)
+    app.after_serving(secret_verifier.close)
     app.extensions["pia"] = Services(
         settings=settings, engine=engine,
         tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds),
-        limiter=RollingWindowLimiter(settings.rate_limit_storage_url),
+        limiter=limiter, secret_verifier=secret_verifier,
+        token_attempts=TokenAttemptLimits(limiter, settings.token_attempts_per_minute_per_address,
+                                          settings.token_attempts_per_minute_per_client),
         wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None)
 
     @app.before_request

@@ -7,6 +7,8 @@ import sqlalchemy as sa
 from quart import current_app
 
 from serving.ratelimit import RateLimiter
+from serving.secret_verifier import SecretVerifier
+from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
 from settings import Settings
 
@@ -17,6 +19,9 @@ class Services:
     engine: sa.Engine
     tokens: TokenAuthority
     limiter: RateLimiter
+    # The token endpoint's guards: argon2 checks on their own threads, and budgets for attempts needing one.
+    secret_verifier: SecretVerifier
+    token_attempts: TokenAttemptLimits
     # Tells the in-process pipeline worker a batch is waiting; a no-op when separate workers poll.
     wake_pipeline: Callable[[], None]
 

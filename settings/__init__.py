@@ -3,6 +3,7 @@
 from functools import cached_property
 from pathlib import Path
 
+from pydantic import NonNegativeFloat, PositiveInt
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import RATE_LIMIT_PER_MINUTE
@@ -27,6 +28,16 @@ class Settings(BaseSettings):
     rate_limit_per_minute: int = RATE_LIMIT_PER_MINUTE
     # limits storage URI: memory:// in one process, redis://host:6379 across API replicas.
     rate_limit_storage_url: str = "memory://"
+    # Token requests whose client secret needs an argon2 check (any not answered from the cache below), per
+    # rolling minute: from one source address, and for one client id from one source address.
+    token_attempts_per_minute_per_address: PositiveInt = 30
+    token_attempts_per_minute_per_client: PositiveInt = 10
+    # Argon2 checks of client secrets run on threads of their own; beyond max_pending waiting or running,
+    # token requests are refused with 429 at once.
+    secret_check_workers: PositiveInt = 1
+    secret_check_max_pending: PositiveInt = 32
+    # How long a process remembers a client secret it has checked, so repeat token requests skip argon2.
+    secret_check_cache_seconds: NonNegativeFloat = 300.0
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False
     # Tests create (and drop) a fresh database per session through this server.

@@ -60,7 +60,9 @@ def settings(backend: str, request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Settings:
     data_dir: Path = tmp_path_factory.mktemp(f"data-{backend}")
     database_url = request.getfixturevalue("postgres_url") if backend == "postgresql" else ""
-    return Settings(data_dir=data_dir, database_url=database_url, worker_poll_seconds=0.2)
+    # Every test connects from 127.0.0.1; the token-attempt budgets have tests of their own on their own servers.
+    return Settings(data_dir=data_dir, database_url=database_url, worker_poll_seconds=0.2,
+                    token_attempts_per_minute_per_address=100_000, token_attempts_per_minute_per_client=100_000)
 
 
 @pytest.fixture(scope="session")

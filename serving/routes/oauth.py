@@ -8,24 +8,28 @@ from urllib.parse import parse_qs, unquote_plus
 import orjson
 from quart import Blueprint, Response, request
 
-from serving.credentials import DUMMY_HASH, secret_matches
+from serving.credentials import DUMMY_HASH
 from serving.jsonio import blocking, json_response
+from serving.secret_verifier import VerifierBusy
 from serving.services import services
 from store.clients import Client, get_client
 
 blueprint = Blueprint("oauth", __name__)
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+# A waiting slot frees as soon as any running secret check ends.
+_BUSY_RETRY_AFTER_SECONDS = 1
 
 
 class TokenError(Exception):
-    def __init__(self, status: int, error: str, description: str) -> None:
+    def __init__(self, status: int, error: str, description: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(description)
         self.status, self.error, self.description = status, error, description
+        self.headers = headers or {}
 
     def response(self) -> Response:
         # error_description is RFC 6749's name; message keeps the service's uniform error body.
         body = {"error": self.error, "error_description": self.description, "message": self.description}
-        headers = dict(_NO_STORE)
+        headers = {**_NO_STORE, **self.headers}
         if self.status == 401:
             headers["WWW-Authenticate"] = 'Basic realm="pia"'
         return json_response(body, self.status, headers)
@@ -33,6 +37,12 @@ class TokenError(Exception):
 
 def _invalid_request(description: str) -> TokenError:
     return TokenError(400, "invalid_request", description)
+
+
+def _slow_down(description: str, retry_after_seconds: int) -> TokenError:
+    # RFC 6749 names no error for throttling; slow_down is the registered token-endpoint code (RFC 8628 §3.5).
+    return TokenError(429, "slow_down", f"{description} Retry after {retry_after_seconds} s.",
+                      {"Retry-After": str(retry_after_seconds)})
 
 
 async def _parameters() -> dict[str, str]:
@@ -87,10 +97,29 @@ def _credentials(params: dict[str, str]) -> tuple[str, str]:
     return params["client_id"], params["client_secret"]
 
 
+async def _charge_attempt(tenant_id: str, client_id: str) -> None:
+    refusal = await services().token_attempts.charge(request.remote_addr, tenant_id, client_id)
+    if refusal is None:
+        return
+    if refusal.budget == "address":
+        description = f"More than {refusal.limit} token requests a minute from this address."
+    else:
+        description = f"More than {refusal.limit} token requests a minute for this client from this address."
+    raise _slow_down(description, refusal.retry_after_seconds)
+
+
 async def _authenticated_client(tenant_id: str, client_id: str, secret: str) -> Client:
+    verifier = services().secret_verifier
+    proof = verifier.proof(tenant_id, client_id, secret)
+    # A secret that passed lately costs nothing and is never throttled; anything else may cost a hash.
+    if not verifier.recently_proven(proof):
+        await _charge_attempt(tenant_id, client_id)
     client = await blocking(get_client, services().engine, tenant_id, client_id)
-    # Hash even for an unknown client, so timing does not tell which client ids exist.
-    matches = await blocking(secret_matches, secret, client.secret_hash if client else DUMMY_HASH)
+    try:
+        # Hash even for an unknown client, so timing does not tell which client ids exist.
+        matches = await verifier.matches(proof, secret, client.secret_hash if client else DUMMY_HASH)
+    except VerifierBusy:
+        raise _slow_down("Too many client secrets are being checked at once.", _BUSY_RETRY_AFTER_SECONDS) from None
     if client is None or not matches:
         raise TokenError(401, "invalid_client", "Client authentication failed.")
     if not client.enabled:
