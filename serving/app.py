@@ -5,6 +5,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
+from functools import partial
 
 import sqlalchemy as sa
 from quart import Quart, Response, g, request
@@ -29,6 +30,7 @@ from serving.services import Services
 from serving.tokens import TokenAuthority
 from settings import Settings
 from store.ids import new_id
+from store.secrets import secret_box
 
 log = logging.getLogger("pia.request")
 # A caller's own request id is kept when it is short and safe to echo into logs and headers.
@@ -43,7 +45,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     app.extensions["pia"] = Services(
         settings=settings, engine=engine,
-        tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds),
+        tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds, partial(secret_box, settings)),
         limiter=RollingWindowLimiter(settings.rate_limit_storage_url),
         wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None)
 

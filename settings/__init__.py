@@ -3,6 +3,7 @@
 from functools import cached_property
 from pathlib import Path
 
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import RATE_LIMIT_PER_MINUTE
@@ -27,6 +28,9 @@ class Settings(BaseSettings):
     rate_limit_per_minute: int = RATE_LIMIT_PER_MINUTE
     # limits storage URI: memory:// in one process, redis://host:6379 across API replicas.
     rate_limit_storage_url: str = "memory://"
+    # Fernet keys sealing secrets at rest, comma-separated: the first seals, all open (see store/secrets.py).
+    # Empty means a key generated into data_dir for the embedded default; PostgreSQL requires it.
+    secret_key: SecretStr = SecretStr("")
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False
     # Tests create (and drop) a fresh database per session through this server.
