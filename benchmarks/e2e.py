@@ -31,6 +31,7 @@ from store.backoffice import load_document
 from store.clients import DEMAND_PLANNING_PERMISSION
 from store.engine import create_engine
 from store.migrate import upgrade
+from store.secrets import new_secret_key
 from store.tenants import create_tenant
 
 BATCHES, ITEMS_PER_BATCH, DAYS = 200, 5_000, 30
@@ -89,8 +90,8 @@ def run(backend: str, database_url: str, data_dir: Path) -> None:
     print(f"[{backend}] {sum(map(len, payloads)) / 1e6:.1f} MB gzipped in all", flush=True)
 
     port = 18000 + os.getpid() % 1000
-    env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": database_url,
-           "PIA_WORKER_POLL_SECONDS": "0.05"}
+    env = {"PIA_SECRET_KEY": new_secret_key(), **os.environ, "PIA_DATA_DIR": str(data_dir),
+           "PIA_DATABASE_URL": database_url, "PIA_WORKER_POLL_SECONDS": "0.05"}
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     processes = [subprocess.Popen([PIA, "serve", "--port", str(port)], env=env, **quiet)]
     if backend == "postgresql":

@@ -1,4 +1,4 @@
-"""`pia admin`: tenants, API clients, signing keys, back-office data and the audit trail.
+"""`pia admin`: tenants, API clients, signing and secret keys, back-office data and the audit trail.
 
 Output is JSON, so operators can read it and scripts can parse it.
 """
@@ -29,6 +29,8 @@ from store.clients import (
 )
 from store.engine import create_engine
 from store.migrate import upgrade
+from store.secrets import SecretBox, SecretKeyError, new_secret_key, reseal_all, secret_box
+from store.signing_keys import prepare_signing_keys
 from store.tenants import create_tenant, get_tenant, list_tenants
 
 
@@ -36,6 +38,16 @@ def _engine() -> sa.Engine:
     engine = create_engine(Settings())
     upgrade(engine)
     return engine
+
+
+def _secret_box(engine: sa.Engine) -> SecretBox:
+    """The configured secret key, checked against the stored keys (which it seals if still in plain text)."""
+    try:
+        box = secret_box(Settings())
+        prepare_signing_keys(engine, box)
+    except SecretKeyError as error:
+        raise click.ClickException(str(error)) from None
+    return box
 
 
 def _echo(value: Any) -> None:
@@ -155,7 +167,24 @@ def set_rate_limit_command(client_id: str, per_minute: int | None, use_default: 
 @admin.command("rotate-key")
 def rotate_key_command() -> None:
     """New token signing key; tokens signed with the old one stay valid until they expire."""
-    _echo({"kid": rotate_signing_key(_engine())})
+    engine = _engine()
+    _echo({"kid": rotate_signing_key(engine, _secret_box(engine))})
+
+
+@admin.command("new-secret-key")
+def new_secret_key_command() -> None:
+    """Print a new key for PIA_SECRET_KEY (nothing is stored)."""
+    _echo({"secretKey": new_secret_key()})
+
+
+@admin.command("rotate-secret-key")
+def rotate_secret_key_command() -> None:
+    """Re-encrypt every stored secret with the first key of PIA_SECRET_KEY.
+
+    Set PIA_SECRET_KEY=NEW,OLD everywhere, run this once, then drop OLD.
+    """
+    engine = _engine()
+    _echo({"resealed": reseal_all(engine, _secret_box(engine))})
 
 
 @admin.command("load")

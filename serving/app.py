@@ -5,6 +5,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
+from functools import partial
 
 import sqlalchemy as sa
 from quart import Quart, Response, g, request
@@ -31,6 +32,7 @@ from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
 from settings import Settings
 from store.ids import new_id
+from store.secrets import secret_box
 
 log = logging.getLogger("pia.request")
 # A caller's own request id is kept when it is short and safe to echo into logs and headers.
@@ -49,7 +51,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     app.after_serving(secret_verifier.close)
     app.extensions["pia"] = Services(
         settings=settings, engine=engine,
-        tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds),
+        tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds, partial(secret_box, settings)),
         limiter=limiter, secret_verifier=secret_verifier,
         token_attempts=TokenAttemptLimits(limiter, settings.token_attempts_per_minute_per_address,
                                           settings.token_attempts_per_minute_per_client),

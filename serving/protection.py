@@ -39,7 +39,7 @@ def bearer_token() -> str:
 
 
 async def authenticate() -> Caller:
-    claims = await blocking(services().tokens.verify, bearer_token())
+    claims = await services().tokens.verify(bearer_token())
     client = await blocking(get_client, services().engine, claims.tenant_id, claims.client_id)
     if client is None or not client.enabled:
         raise Unauthorized("The API client of this token is disabled or no longer exists.")

@@ -3,12 +3,14 @@
 import asyncio
 import signal
 
+import click
 import sqlalchemy as sa
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 from serving.app import create_app
 from settings import Settings
+from store.secrets import SecretKeyError
 
 
 def base_url(host: str, port: int) -> str:
@@ -18,6 +20,10 @@ def base_url(host: str, port: int) -> str:
 def run(settings: Settings, engine: sa.Engine, host: str, port: int) -> None:
     app = create_app(settings, engine, issuer=settings.issuer or base_url(host, port),
                      run_pipeline=settings.runs_inprocess_worker)
+    try:
+        app.extensions["pia"].tokens.read_keys()
+    except SecretKeyError as error:
+        raise click.ClickException(f"cannot read the token signing keys: {error}") from None
     config = Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = "-"

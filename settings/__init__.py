@@ -3,7 +3,7 @@
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import NonNegativeFloat, PositiveInt
+from pydantic import NonNegativeFloat, PositiveInt, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import RATE_LIMIT_PER_MINUTE
@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     secret_check_max_pending: PositiveInt = 32
     # How long a process remembers a client secret it has checked, so repeat token requests skip argon2.
     secret_check_cache_seconds: NonNegativeFloat = 300.0
+    # Fernet keys sealing secrets at rest, comma-separated: the first seals, all open (see store/secrets.py).
+    # Empty means a key generated into data_dir for the embedded default; PostgreSQL requires it.
+    secret_key: SecretStr = SecretStr("")
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False
     # Tests create (and drop) a fresh database per session through this server.

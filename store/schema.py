@@ -175,7 +175,10 @@ signing_keys = sa.Table(
     "signing_keys",
     metadata,
     sa.Column("kid", sa.String(64), primary_key=True),
-    sa.Column("private_jwk", sa.Text, nullable=False),
+    # The private JWK sealed by store/secrets.py; NULL only on a row from before revision 0004 not yet sealed.
+    sa.Column("sealed_private_jwk", sa.Text),
+    # Before revision 0004 the private JWK was kept here in plain text; the first start seals it and clears this.
+    sa.Column("private_jwk", sa.Text),
     _instant("created_time"),
     # Set when a newer key takes over; the key is still published until its last token expires.
     _instant("retired_time", nullable=True),

@@ -21,6 +21,7 @@ from settings import Settings
 from store.engine import create_engine
 from store.ids import new_id
 from store.migrate import upgrade
+from store.secrets import new_secret_key
 
 ENV = Settings()
 BACKENDS = ("duckdb", "postgresql")
@@ -59,9 +60,12 @@ def backend(request: pytest.FixtureRequest) -> str:
 def settings(backend: str, request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Settings:
     data_dir: Path = tmp_path_factory.mktemp(f"data-{backend}")
-    database_url = request.getfixturevalue("postgres_url") if backend == "postgresql" else ""
+    if backend == "postgresql":  # replicas share PIA_SECRET_KEY; the embedded default generates one in data_dir
+        database_url, secret_key = request.getfixturevalue("postgres_url"), new_secret_key()
+    else:
+        database_url, secret_key = "", ""
     # Every test connects from 127.0.0.1; the token-attempt budgets have tests of their own on their own servers.
-    return Settings(data_dir=data_dir, database_url=database_url, worker_poll_seconds=0.2,
+    return Settings(data_dir=data_dir, database_url=database_url, secret_key=secret_key, worker_poll_seconds=0.2,
                     token_attempts_per_minute_per_address=100_000, token_attempts_per_minute_per_client=100_000)
 
 

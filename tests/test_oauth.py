@@ -1,15 +1,22 @@
 """The token endpoints: client credentials, RFC 6749 §5.2 errors, signed JWTs, key rotation."""
 
 import base64
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from joserfc import jwt
-from joserfc.jwk import KeySet
+from joserfc.jwk import ECKey, KeySet
 from joserfc.jws import extract_compact
 
-from serving.tokens import rotate_signing_key
-from store.clients import update_client
+from serving.tokens import KEY_REREAD_SECONDS, TokenAuthority, rotate_signing_key
+from store.clients import get_client, update_client
+from store.engine import create_engine
+from store.ids import new_id
+from store.secrets import secret_box
 from tests.conftest import bearer, client_of, get_token
 
 
@@ -161,18 +168,76 @@ def test_disabled_client_gets_no_token_and_its_tokens_stop_working(http: httpx.C
     assert http.get(path, headers=bearer(token)).status_code == 200
 
 
-def test_token_from_before_a_key_rotation_keeps_working(http: httpx.Client, world: dict, engine,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def _kid(token: str) -> str:
+    return extract_compact(token.encode()).headers()["kid"]
+
+
+def _published_kids(http: httpx.Client) -> set[str]:
+    return {key["kid"] for key in http.get("/.well-known/jwks.json").json()["keys"]}
+
+
+def _signed_elsewhere(world: dict, client: dict, issuer: str, kid: str) -> str:
+    """Right in every claim, but signed by a key the service never had, under the given kid."""
+    key = ECKey.generate_key("P-256", parameters={"kid": kid})
+    now = int(time.time())
+    claims = {"iss": issuer, "aud": issuer, "exp": now + 600, "iat": now, "jti": new_id(),
+              "client_id": client["clientId"], "tenant_id": world["id"], "scope": client["scope"]}
+    return jwt.encode({"alg": "ES256", "kid": kid, "typ": "at+jwt"}, claims, key)
+
+
+def test_key_rotated_by_another_process_is_accepted_at_once_by_a_warm_server(
+        http: httpx.Client, world: dict, server, settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("serving.tokens.KEY_CACHE_SECONDS", 3600.0)  # the server's copy does not age out here
     client = client_of(world, "demand_planning")
-    old_token = get_token(http, world, client)
-    old_kid = extract_compact(old_token.encode()).headers()["kid"]
-    new_kid = rotate_signing_key(engine)
-    # The server rereads keys at most every 30 s; make it reread now, as it would after that delay.
-    monkeypatch.setattr("serving.tokens.KEY_CACHE_SECONDS", 0.0)
-    published = {key["kid"] for key in http.get("/.well-known/jwks.json").json()["keys"]}
-    assert {old_kid, new_kid} <= published
-    new_token = get_token(http, world, client)
-    assert extract_compact(new_token.encode()).headers()["kid"] == new_kid
     path = f"/v1/tenants/{world['id']}/demand_planning/limits"
-    for token in (old_token, new_token):
+    old_token = get_token(http, world, client)
+    assert http.get(path, headers=bearer(old_token)).status_code == 200
+    # A JWKS request makes the server read the store just before the rotation: its next reread must wait.
+    published_before = _published_kids(http)
+
+    # Another process (a replica, `pia admin rotate-key`): its own engine and key copy on the same store.
+    elsewhere = create_engine(settings)
+    try:
+        new_kid = rotate_signing_key(elsewhere, secret_box(settings))
+        replica = TokenAuthority(elsewhere, server.url, settings.token_lifetime_seconds,
+                                 partial(secret_box, settings))
+        new_token, _ = replica.issue(get_client(elsewhere, world["id"], client["clientId"]))
+    finally:
+        elsewhere.dispose()
+    assert _kid(new_token) == new_kid and new_kid not in published_before
+
+    for token in (new_token, old_token):
         assert http.get(path, headers=bearer(token)).status_code == 200
+    unknown = _signed_elsewhere(world, client, server.url, kid=new_id())
+    assert http.get(path, headers=bearer(unknown)).status_code == 401
+    assert {_kid(old_token), new_kid} <= _published_kids(http)
+
+
+def test_unknown_kids_reread_the_store_at_most_once_a_second(http: httpx.Client, world: dict, server,
+                                                             engine) -> None:
+    client = client_of(world, "demand_planning")
+    path = f"/v1/tenants/{world['id']}/demand_planning/limits"
+    assert http.get(path, headers=bearer(get_token(http, world, client))).status_code == 200
+    reads: list[str] = []
+
+    def count_key_reads(conn, cursor, statement: str, *args) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "signing_keys" in statement:
+            reads.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", count_key_reads)
+    try:
+        # Not a kid this service could have made (ours are UUIDv7): refused without reading the store.
+        made_up = _signed_elsewhere(world, client, server.url, kid="made-up")
+        assert http.get(path, headers=bearer(made_up)).status_code == 401
+        assert reads == []
+        # Kids shaped like ours: each could be a key created a moment ago, so the store is read, but spaced out.
+        unknown = [_signed_elsewhere(world, client, server.url, kid=new_id()) for _ in range(24)]
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            statuses = list(pool.map(lambda token: http.get(path, headers=bearer(token)).status_code, unknown))
+        elapsed = time.monotonic() - started
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count_key_reads)
+    assert statuses == [401] * len(unknown)
+    # One read per KEY_REREAD_SECONDS, plus one the server's copy may owe to its age.
+    assert 1 <= len(reads) <= 2 + elapsed / KEY_REREAD_SECONDS, (len(reads), elapsed)

@@ -1,6 +1,7 @@
 """Every protected route, generated from the app's URL map, against every way a token can be wrong."""
 
 import time
+from functools import partial
 
 import httpx
 import pytest
@@ -11,6 +12,7 @@ from serving.app import create_app
 from serving.tokens import TokenAuthority
 from settings import Settings
 from store.clients import get_client
+from store.secrets import secret_box
 from tests.conftest import bearer, client_of
 
 SCOPE_OF_PREFIX = {"ecom_stores": "ecom", "loyalty_programs": "loyalty_programs",
@@ -62,20 +64,20 @@ def _foreign_key_token(world: dict, client: dict, issuer: str) -> str:
     return jwt.encode({"alg": "ES256", "kid": "foreign", "typ": "at+jwt"}, claims, key)
 
 
-def _expired_token(engine, world: dict, client: dict, issuer: str) -> str:
+def _expired_token(engine, settings: Settings, world: dict, client: dict, issuer: str) -> str:
     """Signed by the service's own current key, but its hour is over."""
-    expired_authority = TokenAuthority(engine, issuer, lifetime_seconds=-60)
+    expired_authority = TokenAuthority(engine, issuer, lifetime_seconds=-60, secrets=partial(secret_box, settings))
     return expired_authority.issue(get_client(engine, world["id"], client["clientId"]))[0]
 
 
 @pytest.mark.parametrize(("method", "rule", "scope"), PROTECTED)
-def test_unauthenticated_requests_get_401(http: httpx.Client, engine, server, shared_world: dict, cached_token,
-                                          method: str, rule: str, scope: str) -> None:
+def test_unauthenticated_requests_get_401(http: httpx.Client, engine, settings, server, shared_world: dict,
+                                          cached_token, method: str, rule: str, scope: str) -> None:
     world = shared_world
     path = _path(rule, world, scope)
     client = client_of(world, scope)
     good = cached_token(world, client)
-    expired = bearer(_expired_token(engine, world, client, server.url))
+    expired = bearer(_expired_token(engine, settings, world, client, server.url))
     header, payload, signature = good.split(".")
     tampered = f"{header}.{payload}.{signature[::-1]}"
     for headers in ({}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer"}, bearer("not-a-jwt"),

@@ -39,7 +39,7 @@ async def openapi() -> Response:
 
 @blueprint.get("/.well-known/jwks.json")
 async def jwks() -> Response:
-    keys = await blocking(services().tokens.public_jwks)
+    keys = await services().tokens.public_jwks()
     return json_response(keys, headers={"Cache-Control": "public, max-age=300"})
 
 
