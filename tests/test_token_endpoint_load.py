@@ -50,7 +50,8 @@ def token_server(settings: Settings, engine: sa.Engine) -> Iterator[Callable[...
 
     def start(**overrides: Any) -> TokenServer:
         port = free_port()
-        app = create_app(Settings(data_dir=settings.data_dir, database_url=settings.database_url, **overrides),
+        app = create_app(Settings(data_dir=settings.data_dir, database_url=settings.database_url,
+                                  secret_key=settings.secret_key, **overrides),
                          engine, issuer=f"http://127.0.0.1:{port}")
         live = LiveServer(app, port)
         live.start()
