@@ -25,6 +25,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
+import duckdb
+import psycopg
 import pyarrow as pa
 import sqlalchemy as sa
 
@@ -93,11 +95,14 @@ def tenant_locks_for(engine: sa.Engine) -> TenantLocks:
     return InProcessTenantLocks() if is_duckdb(engine) else PostgresTenantLocks(engine)
 
 
+# The drivers' own classes too: the bulk paths talk to them directly (COPY, Arrow views), unwrapped by SQLAlchemy.
+_TRANSIENT = (sa.exc.OperationalError, sa.exc.TimeoutError, psycopg.OperationalError, duckdb.OperationalError)
+
+
 def is_transient(error: BaseException) -> bool:
-    """Whether trying again can succeed: the DBAPI's OperationalError covers a lost connection, lock and
-    statement timeouts, serialization failures and deadlocks (psycopg) and write conflicts (DuckDB)."""
-    return isinstance(error, sa.exc.OperationalError | sa.exc.TimeoutError) or (
-        isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated)
+    """Whether trying again can succeed: OperationalError covers a lost connection, lock and statement
+    timeouts, serialization failures and deadlocks (psycopg) and write conflicts (DuckDB)."""
+    return isinstance(error, _TRANSIENT) or (isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated)
 
 
 def _cause(error: BaseException) -> str:
@@ -138,7 +143,7 @@ class Pipeline:
         self.retry, self.lock_timeout_seconds = retry, lock_timeout_seconds
         self.retention, self.retention_interval_seconds = retention, retention_interval_seconds
         self.worker_id = new_id()
-        self._beat_every = 1.0
+        self._beat_every: float | None = None  # set by run(): one-off processing (the CLI) has no heartbeat
         self._last_beat = self._retention_due = float("-inf")
 
     @classmethod
@@ -267,7 +272,7 @@ class Pipeline:
             self._retire()
 
     def _beat_if_due(self) -> None:
-        if time.monotonic() - self._last_beat >= self._beat_every:
+        if self._beat_every is not None and time.monotonic() - self._last_beat >= self._beat_every:
             beat(self.engine, self.worker_id, self.clock())
             self._last_beat = time.monotonic()
 
