@@ -196,6 +196,58 @@ def _poison(engine: sa.Engine, batch_id: str) -> None:
                              "WHERE batch_id = :batch_id"), {"batch_id": batch_id})
 
 
+def _worker_process(settings: Settings, **env: str) -> subprocess.Popen:
+    env = {**os.environ, "PIA_DATABASE_URL": settings.database_url, "PIA_DATA_DIR": str(settings.data_dir),
+           "PIA_WORKER_POLL_SECONDS": "0.1", **env}
+    return subprocess.Popen([PIA, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _stop_worker(worker: subprocess.Popen) -> str:
+    worker.send_signal(signal.SIGTERM)
+    _, stderr = worker.communicate(timeout=30)
+    assert worker.returncode == 0, stderr
+    return stderr
+
+
+def _backend_waiting_on(engine: sa.Engine, table: str) -> int | None:
+    """The process id of a PostgreSQL backend of this database waiting for a lock on the table."""
+    with engine.connect() as conn:
+        return conn.execute(sa.text(
+            "SELECT l.pid FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+            "WHERE d.datname = current_database() AND l.relation = CAST(:table AS regclass) AND NOT l.granted"),
+            {"table": table}).scalar()
+
+
+def _backend_alive(engine: sa.Engine, pid: int) -> bool:
+    with engine.connect() as conn:  # a transaction of its own: pg_stat_activity is read once per transaction
+        return conn.execute(sa.text("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = :pid)"),
+                            {"pid": pid}).scalar_one()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])  # the embedded DuckDB has no connection to lose
+def test_worker_whose_connection_is_terminated_mid_batch_retries_it(own_store) -> None:
+    settings, engine = own_store
+    tenant = _tenant(engine)
+    batch_id = _upload(settings, engine, tenant)
+    blocker = engine.connect()
+    blocker.execute(sa.text("LOCK TABLE sales_forecasts IN ACCESS EXCLUSIVE MODE"))  # holds the worker in its apply
+    worker = _worker_process(settings, PIA_WORKER_RETRY_BASE_SECONDS="0.2")
+    try:
+        _wait(lambda: _backend_waiting_on(engine, "sales_forecasts") is not None)
+        pid = _backend_waiting_on(engine, "sales_forecasts")
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.pg_terminate_backend(pid))).scalar_one()
+        _wait(lambda: not _backend_alive(engine, pid))
+        blocker.rollback()
+        _wait(lambda: _state(engine, tenant, batch_id).progress == "COMPLETED")
+        assert worker.poll() is None
+    finally:
+        blocker.close()
+        stderr = _stop_worker(worker)
+    assert _state(engine, tenant, batch_id).attempts == 2
+    assert "attempt 1 of 5 failed (AdminShutdown)" in stderr
+
+
 @contextmanager
 def _worker_running(settings: Settings, engine: sa.Engine) -> Iterator[Callable[[], bool]]:
     """The worker as deployed: `pia worker` processes on PostgreSQL, the supervised in-process thread on DuckDB
@@ -212,15 +264,11 @@ def _worker_running(settings: Settings, engine: sa.Engine) -> Iterator[Callable[
             wake.set()
             thread.join(timeout=30)
         return
-    env = {**os.environ, "PIA_DATABASE_URL": settings.database_url, "PIA_DATA_DIR": str(settings.data_dir),
-           "PIA_WORKER_POLL_SECONDS": "0.1"}
-    worker = subprocess.Popen([PIA, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    worker = _worker_process(settings)
     try:
         yield lambda: worker.poll() is None
     finally:
-        worker.send_signal(signal.SIGTERM)
-        _, stderr = worker.communicate(timeout=30)
-    assert worker.returncode == 0, stderr
+        _stop_worker(worker)
 
 
 def test_poisoned_batch_is_failed_and_every_other_batch_processed(own_store) -> None:
