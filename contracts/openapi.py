@@ -146,8 +146,15 @@ _SCHEMAS: dict[str, Any] = {
         "locked": {"type": "boolean"}, "modifiedTime": {"type": "string", "format": "date-time"}}},
     "Health": {"type": "object", "required": ["status", "checks"], "properties": {
         "status": {"enum": ["ok", "unavailable"]},
-        "checks": {"type": "object", "properties": {"database": {"type": "object", "properties": {
-            "status": {"enum": ["ok", "unavailable"]}, "latencyMs": {"type": "number"}}}}}}},
+        "checks": {"type": "object", "properties": {
+            "database": {"type": "object", "properties": {
+                "status": {"enum": ["ok", "unavailable"]}, "latencyMs": {"type": "number"}}},
+            # Reported only: a stalled pipeline leaves the status 200 while the database answers.
+            "pipeline": {"type": "object", "properties": {
+                "status": {"enum": ["ok", "stalled", "unknown"]},
+                "lastHeartbeat": {"type": ["string", "null"], "format": "date-time"},
+                "heartbeatAgeSeconds": {"type": ["number", "null"]},
+                "oldestPendingAgeSeconds": {"type": ["number", "null"]}}}}}}},
 }
 
 

@@ -1,6 +1,7 @@
 """`pia worker` and `pia pipeline …`: the pipeline from the command line.
 
-Exit codes: 0 done; 1 a batch ended FAILED; 2 nothing to do as asked (unknown batch, not FAILED, ambiguous id).
+Exit codes: 0 done; 1 a batch ended FAILED (or, for process, still waits for a retry); 2 nothing to do as asked
+(unknown batch, not FAILED, ambiguous id, staged file gone).
 """
 
 import signal
@@ -12,9 +13,9 @@ import orjson
 import sqlalchemy as sa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from pipeline.worker import Pipeline, tenant_locks_for
+from pipeline.worker import Pipeline, run_supervised
 from settings import Settings
-from store.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, requeue_failed
+from store.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, outcomes, requeue_failed
 from store.engine import create_engine
 from store.migrate import upgrade
 
@@ -23,17 +24,12 @@ def _pipeline() -> tuple[Settings, sa.Engine, Pipeline]:
     settings = Settings()
     engine = create_engine(settings)
     upgrade(engine)
-    return settings, engine, Pipeline(engine, settings.resolved_staging_dir, tenant_locks_for(engine))
+    return settings, engine, Pipeline.from_settings(settings, engine)
 
 
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     transient=False)
-
-
-def _failed(engine: sa.Engine, batches: list[sa.Row]) -> list[sa.Row]:
-    rows = [get_batch(engine, b.tenant_id, b.batch_id) for b in batches]
-    return [row for row in rows if row.progress == FAILED]
 
 
 @click.command()
@@ -48,8 +44,8 @@ def worker() -> None:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    click.echo("pipeline worker started", err=True)
-    pipeline.run(stop, wake, settings.worker_poll_seconds)
+    click.echo(f"pipeline worker {pipeline.worker_id} started", err=True)
+    run_supervised(pipeline, stop, wake, settings.worker_poll_seconds)
 
 
 @click.group()
@@ -69,15 +65,21 @@ def process() -> None:
     """Process every pending batch, then exit."""
     _, engine, runner = _pipeline()
     waiting = sum(counts_by_progress(engine)[state] for state in UNFINISHED)
-    done: list[sa.Row] = []
+    handled: list[tuple[str, str]] = []
     with _progress() as bar:
         task = bar.add_task("processing batches", total=waiting)
-        runner.process_pending(on_batch=lambda batch: (done.append(batch), bar.advance(task)))
-    failed = _failed(engine, done)
-    click.echo(f"processed {len(done)} batch(es), {len(failed)} failed", err=True)
+        runner.process_pending(on_batch=lambda tenant_id, batch_id: (handled.append((tenant_id, batch_id)),
+                                                                     bar.advance(task)))
+    rows = outcomes(engine, handled)
+    failed = [row for row in rows if row.progress == FAILED]
+    retrying = [row for row in rows if row.progress in UNFINISHED]
+    click.echo(f"processed {len(rows)} batch(es), {len(failed)} failed, {len(retrying)} to be retried", err=True)
     for row in failed:
         click.echo(f"FAILED {row.tenant_id}/{row.batch_id}: {row.error_message}", err=True)
-    sys.exit(1 if failed else 0)
+    for row in retrying:
+        click.echo(f"RETRY {row.tenant_id}/{row.batch_id}: a transient failure; a worker (or process, run "
+                   "again) tries it after its backoff", err=True)
+    sys.exit(1 if failed or retrying else 0)
 
 
 @pipeline.command()
@@ -85,15 +87,23 @@ def process() -> None:
 @click.option("--tenant", "tenant_id", help="Needed when several tenants used the same batch id.")
 def rerun(batch_id: str, tenant_id: str | None) -> None:
     """Process a FAILED batch again from its staged file (and any batches of its tenant waiting before it)."""
-    _, engine, runner = _pipeline()
+    settings, engine, runner = _pipeline()
     matches = [row for row in find_batch(engine, batch_id) if tenant_id in (None, row.tenant_id)]
     if len(matches) != 1:
         click.echo(f"{'no batch' if not matches else 'several tenants have batch'} {batch_id}; "
                    f"{'check the id' if not matches else 'name one with --tenant'}", err=True)
         sys.exit(2)
     batch = matches[0]
-    if not requeue_failed(engine, batch.tenant_id, batch.batch_id):
+    if batch.progress != FAILED:
         click.echo(f"batch {batch_id} is {batch.progress}, not FAILED; only FAILED batches are rerun", err=True)
+        sys.exit(2)
+    if not (settings.resolved_staging_dir / batch.staged_path).is_file():
+        click.echo(f"batch {batch_id} cannot be rerun: its staged file {batch.staged_path} is gone (staged files "
+                   f"are removed {settings.staged_retention_days} days after upload, PIA_STAGED_RETENTION_DAYS); "
+                   "upload the data again as a new batch", err=True)
+        sys.exit(2)
+    if not requeue_failed(engine, batch.tenant_id, batch.batch_id):
+        click.echo(f"batch {batch_id} is no longer FAILED; only FAILED batches are rerun", err=True)
         sys.exit(2)
     with _progress() as bar:
         task = bar.add_task(f"rerunning {batch_id}", total=None)

@@ -21,7 +21,7 @@ from contracts.errors import (
     OtherHttpError,
 )
 from contracts.limits import MAX_REQUEST_BYTES
-from pipeline.worker import Pipeline, tenant_locks_for
+from pipeline.worker import Pipeline, run_supervised
 from serving.jsonio import json_response
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
@@ -95,10 +95,14 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
 
 
 def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:
-    """Run the pipeline in a thread while the app serves; returns how uploads wake it."""
-    pipeline = Pipeline(engine, settings.resolved_staging_dir, tenant_locks_for(engine))
+    """Run the pipeline in a thread while the app serves; returns how uploads wake it.
+
+    The thread runs it supervised: a crash of the loop is logged and the loop restarted, so processing never
+    ends for the life of the server (its heartbeat in /healthcheck shows whether it is alive).
+    """
+    pipeline = Pipeline.from_settings(settings, engine)
     stop, wake = threading.Event(), threading.Event()
-    thread = threading.Thread(target=pipeline.run, args=(stop, wake, settings.worker_poll_seconds),
+    thread = threading.Thread(target=run_supervised, args=(pipeline, stop, wake, settings.worker_poll_seconds),
                               name="pipeline-worker", daemon=True)
 
     @app.before_serving

@@ -3,7 +3,7 @@
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import NonNegativeFloat, PositiveInt, SecretStr
+from pydantic import NonNegativeFloat, PositiveInt, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import RATE_LIMIT_PER_MINUTE
@@ -22,6 +22,21 @@ class Settings(BaseSettings):
     inprocess_worker: bool | None = None
     # How often an idle pipeline worker looks for new batches (uploads in the same process wake it at once).
     worker_poll_seconds: float = 1.0
+    # A batch whose processing fails for a transient reason (connection lost, lock timeout, serialization
+    # failure) is tried again after an exponential backoff with jitter, at most this many times in all.
+    worker_max_attempts: int = 5
+    worker_retry_base_seconds: float = 5.0
+    worker_retry_max_seconds: float = 300.0
+    # PostgreSQL: how long applying a batch waits for a row or table lock before it counts as a transient failure.
+    worker_lock_timeout_seconds: float = 30.0
+    # /healthcheck calls the pipeline stalled when work waits and no worker has beaten for this long.
+    pipeline_stale_seconds: float = 60.0
+    # Retention, enforced by the workers every retention_interval_seconds. Staged files of unfinished batches
+    # are always kept; batch rows answer retried uploads with 200, so they outlive the files.
+    staged_retention_days: int = 30
+    batch_retention_days: int = 90
+    audit_retention_days: int = 90
+    retention_interval_seconds: float = 3600.0
     # The public base address, used as token issuer; empty means http://HOST:PORT of `pia serve`.
     issuer: str = ""
     token_lifetime_seconds: int = 3600
@@ -47,6 +62,13 @@ class Settings(BaseSettings):
     test_postgres_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
     # The shared rate-limit store the tests try across two limiter instances.
     test_redis_url: str = "redis://127.0.0.1:6379"
+
+    @model_validator(mode="after")
+    def _batch_rows_outlive_staged_files(self) -> "Settings":
+        if self.batch_retention_days < self.staged_retention_days:
+            raise ValueError("PIA_BATCH_RETENTION_DAYS must be at least PIA_STAGED_RETENTION_DAYS: a batch row is "
+                             "what tells a retried upload from a new one, and what a rerun reads its file by")
+        return self
 
     @cached_property
     def resolved_database_url(self) -> str:

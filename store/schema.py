@@ -199,6 +199,9 @@ audit_events = sa.Table(
     _instant("time"),
     sa.Index(None, "tenant_id", "client_id", "time"),
 )
+# Retention deletes audit rows by age. Rows arrive in time order, so on PostgreSQL a BRIN index (a few pages
+# for millions of rows, next to nothing per insert) finds the old ones without a scan of the table.
+sa.Index("ix_audit_events_time", audit_events.c.time, postgresql_using="brin").ddl_if(dialect="postgresql")
 
 
 # Demand planning batches as uploaded: the staged Parquet file holds the items, this row the status.
@@ -227,10 +230,30 @@ batches = sa.Table(
     sa.Column("rejected_items_truncated", sa.Boolean, nullable=False),
     sa.Column("warnings", sa.Text, nullable=False),  # JSON list
     sa.Column("error_message", sa.Text),
-    # Processing attempts; above 1 means a crash interrupted an earlier one.
+    # Processing attempts since upload or the last rerun: a crash or a transient failure ended the others.
     sa.Column("attempts", sa.Integer, nullable=False),
-    # Not indexed on progress: DuckDB rewrites indexed columns on update, which trips its key checks.
+    # After a transient failure: the batch (and so its tenant) waits until then for its next attempt.
+    _instant("retry_at", nullable=True),
+    # Not indexed on progress on DuckDB: it rewrites indexed columns on update, which trips its key checks.
     sa.Index(None, "tenant_id", "received_time"),
+)
+# The workers' idle poll and each tenant's next batch read only unfinished batches: on PostgreSQL a partial
+# index holds just those, so the poll costs the same with a year of finished batches. DuckDB has no partial
+# indexes; it scans the progress column, which its min/max zone maps and columnar storage keep cheap.
+sa.Index("ix_batches_unfinished", batches.c.tenant_id, batches.c.received_time, batches.c.batch_id,
+         postgresql_where=batches.c.progress.in_(["PENDING", "PROCESSING"]),
+         postgresql_include=["retry_at"]).ddl_if(dialect="postgresql")
+
+# One row per running pipeline worker (process or in-process thread): /healthcheck reads the heartbeats so a
+# dead worker is visible. Service-wide, like signing keys: a worker serves every tenant.
+pipeline_workers = sa.Table(
+    "pipeline_workers",
+    metadata,
+    sa.Column("worker_id", sa.String(36), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    _instant("started_time"),
+    _instant("heartbeat_time"),
 )
 
 # The held forecast per store and SKU: the latest run's complete horizon for that key.

@@ -1,4 +1,6 @@
-"""GET /healthcheck probes the database."""
+"""GET /healthcheck probes the database and reports the pipeline."""
+
+import time
 
 import httpx
 
@@ -16,6 +18,16 @@ def test_healthy_database_is_200(http) -> None:
     assert body["checks"]["database"]["latencyMs"] >= 0
 
 
+def test_pipeline_check_shows_the_inprocess_workers_heartbeat(http, settings) -> None:
+    deadline = time.monotonic() + 30
+    while (pipeline := http.get("/healthcheck").json()["checks"]["pipeline"])["lastHeartbeat"] is None:
+        assert time.monotonic() < deadline, "the in-process worker never beat"
+        time.sleep(0.05)
+    assert pipeline["status"] == "ok" and pipeline["lastHeartbeat"].endswith("Z")
+    assert 0 <= pipeline["heartbeatAgeSeconds"] <= settings.pipeline_stale_seconds
+    assert pipeline["oldestPendingAgeSeconds"] is None or pipeline["oldestPendingAgeSeconds"] >= 0
+
+
 def test_unreachable_database_is_503(tmp_path) -> None:
     # Nothing listens on port 1 of loopback: a PostgreSQL server that refuses connections.
     settings = Settings(data_dir=tmp_path, database_url="postgresql+psycopg://postgres@127.0.0.1:1/nothing")
@@ -26,5 +38,6 @@ def test_unreachable_database_is_503(tmp_path) -> None:
         assert response.status_code == 503
         assert response.json()["status"] == "unavailable"
         assert response.json()["checks"]["database"]["status"] == "unavailable"
+        assert response.json()["checks"]["pipeline"] == {"status": "unknown"}
     finally:
         live.stop()

@@ -13,6 +13,7 @@ from settings import Settings
 from store.batches import get_batch
 from store.engine import create_engine
 from store.migrate import upgrade
+from store.schema import sales_forecasts
 from tests.batches import body, envelope, forecast_item, new_batch_id
 
 
@@ -69,3 +70,23 @@ def test_rerun_refuses_what_is_not_failed(setup, which) -> None:
     result = pia("pipeline", "rerun", batch_id if which == "completed" else new_batch_id())
     assert result.exit_code == 2
     assert ("not FAILED" if which == "completed" else "no batch") in result.stderr
+
+
+def test_process_reports_a_batch_left_for_a_retry(setup) -> None:
+    _, engine, tenant, upload, pia = setup
+    upload("100001")
+    assert pia("pipeline", "process").exit_code == 0
+    again = upload("100001")  # writes the same held forecast
+    writer = engine.connect()  # another writer holds that row: on DuckDB a write conflict, a transient failure
+    writer.execute(sales_forecasts.update().where(sales_forecasts.c.tenant_id == tenant)
+                   .values(modified_time=datetime.now(UTC)))
+    try:
+        result = pia("pipeline", "process")
+    finally:
+        writer.rollback()
+        writer.close()
+    assert result.exit_code == 1, result.output
+    assert "processed 1 batch(es), 0 failed, 1 to be retried" in result.stderr
+    assert f"RETRY {tenant}/{again}" in result.stderr
+    row = get_batch(engine, tenant, again)
+    assert (row.progress, row.attempts, row.error_message) == ("PROCESSING", 1, None) and row.retry_at is not None

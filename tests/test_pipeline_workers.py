@@ -69,6 +69,15 @@ def _wait(engine: sa.Engine, predicate, timeout: float = 60) -> None:
     raise AssertionError("timed out waiting for the workers")
 
 
+def _waiting_for_lock_on(engine: sa.Engine, table: str) -> bool:
+    """Whether a backend of this database waits for a lock on the table (the test holds it)."""
+    with engine.connect() as conn:
+        return conn.execute(sa.text(
+            "SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+            "WHERE d.datname = current_database() AND l.relation = CAST(:table AS regclass) AND NOT l.granted)"),
+            {"table": table}).scalar_one()
+
+
 def _unfinished(engine: sa.Engine) -> int:
     with engine.connect() as conn:
         return conn.execute(sa.select(sa.func.count()).select_from(batches)
@@ -117,7 +126,7 @@ def test_worker_killed_mid_batch_leaves_it_to_be_processed_again(isolated: Setti
     worker = _start_worker(isolated)
     try:
         _wait(engine, lambda: get_batch(engine, tenant, batch_id).progress == "PROCESSING")
-        time.sleep(0.5)  # let it reach the apply
+        _wait(engine, lambda: _waiting_for_lock_on(engine, "sales_forecasts"))  # it has reached the apply
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
     finally:
