@@ -7,9 +7,10 @@ dropped at commit. Either way the SQL that follows is the same, and no statement
 
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 import sqlalchemy as sa
@@ -29,8 +30,12 @@ def staged(conn: sa.Connection, rows: pa.Table) -> Iterator[str]:
         raw.register(name, rows)
         try:
             yield name
-        finally:
-            raw.unregister(name)
+        except BaseException:
+            # An aborted transaction refuses even the unregister; the error that aborted it is the one to report.
+            with suppress(duckdb.Error):
+                raw.unregister(name)
+            raise
+        raw.unregister(name)
     else:
         _copy_into_temporary(conn, name, rows)
         yield name
