@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.conftest import free_port
 
@@ -40,12 +39,8 @@ class Demo:
         self.process.wait(timeout=20)
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("demo")
-
-
-def test_first_run_seeds_writes_credentials_and_prints_a_working_curl(data_dir: Path) -> None:
+def test_first_run_seeds_writes_credentials_and_prints_a_working_curl(tmp_path: Path) -> None:
+    data_dir = tmp_path / "demo"
     demo = Demo(data_dir)
     try:
         credentials = json.loads((data_dir / "demo-credentials.json").read_text())
@@ -72,7 +67,9 @@ def test_first_run_seeds_writes_credentials_and_prints_a_working_curl(data_dir: 
         demo.stop()
 
 
-def test_second_run_reuses_tenants_and_secrets(data_dir: Path) -> None:
+def test_second_run_reuses_tenants_and_secrets(tmp_path: Path) -> None:
+    data_dir = tmp_path / "demo"
+    Demo(data_dir).stop()  # the first run, which seeds; this test must not rely on another test's run
     before = json.loads((data_dir / "demo-credentials.json").read_text())
     demo = Demo(data_dir)
     try:
