@@ -4,9 +4,9 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -24,6 +24,7 @@ from store.migrate import upgrade
 
 ENV = Settings()
 BACKENDS = ("duckdb", "postgresql")
+T = TypeVar("T")
 
 
 def service_missing(reason: str) -> None:
@@ -69,6 +70,16 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
     upgrade(engine)
     yield engine
     engine.dispose()
+
+
+def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
+    """Poll condition() until it returns something truthy, and return that; fail after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout} s for {what}")
+        time.sleep(0.02)
+    return result
 
 
 def free_port() -> int:
