@@ -21,6 +21,7 @@ from contracts.errors import (
 )
 from contracts.limits import MAX_REQUEST_BYTES
 from pipeline.worker import Pipeline, tenant_locks_for
+from serving.authentication import Authenticator
 from serving.jsonio import json_response
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
@@ -28,6 +29,7 @@ from serving.routes import demand_planning, ecom, loyalty_programs, meta, oauth
 from serving.services import Services
 from serving.tokens import TokenAuthority
 from settings import Settings
+from store.audit import AuditWriter
 from store.ids import new_id
 
 log = logging.getLogger("pia.request")
@@ -41,11 +43,22 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     app = Quart("pia")
     # No request body may exceed the largest published limit; uploads check their own limits first.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+    tokens = TokenAuthority(engine, issuer, settings.token_lifetime_seconds)
+    audit = AuditWriter(engine)
     app.extensions["pia"] = Services(
-        settings=settings, engine=engine,
-        tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds),
-        limiter=RollingWindowLimiter(settings.rate_limit_storage_url),
+        settings=settings, engine=engine, tokens=tokens,
+        limiter=RollingWindowLimiter(settings.rate_limit_storage_url, settings.rate_limit_storage_timeout_seconds),
+        authenticator=Authenticator(tokens, engine, settings.client_cache_seconds), audit=audit,
         wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None)
+
+    @app.before_serving
+    async def start_audit_writer() -> None:
+        audit.start()
+
+    @app.after_serving
+    async def stop_audit_writer() -> None:
+        # Every audit row of a request answered before shutdown is written before the process exits.
+        await asyncio.to_thread(audit.close)
 
     @app.before_request
     async def assign_request_id() -> None:
