@@ -8,8 +8,10 @@ Each app runs in a Hypercorn process of its own with the same configuration (one
 line would cost both the same). The client is one process of asyncio connections speaking HTTP/1.1 through h11
 with keep-alive, far lighter than httpx, because on two cores it competes with the server for CPU: the server
 gets one core and the client the other. Rounds alternate between the two servers so background load falls on
-both alike; the figure of each is its median round. The benchmark client has a rate limit above anything the
-run can reach, so every request is counted by the limiter and answered 200.
+both alike; the figure of each is its median round. Beside requests/s, each round reports the server process's
+CPU time per request (all its threads, from /proc), which other work on the machine disturbs far less. The
+benchmark client has a rate limit above anything the run can reach, so every request is counted by the limiter
+and answered 200.
 """
 
 import argparse
@@ -98,12 +100,26 @@ async def _connection(port: int, path: str, token: str, stop_at: float, statuses
         writer.close()
 
 
-async def _round(port: int, path: str, token: str, seconds: float, connections: int) -> tuple[float, Counter]:
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of every thread of the process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _round(port: int, path: str, token: str, seconds: float, connections: int) -> Counter:
     statuses: Counter = Counter()
-    started = time.perf_counter()
-    await asyncio.gather(*(_connection(port, path, token, started + seconds, statuses)
-                           for _ in range(connections)))
-    return statuses.total() / (time.perf_counter() - started), statuses
+    stop_at = time.perf_counter() + seconds
+    await asyncio.gather(*(_connection(port, path, token, stop_at, statuses) for _ in range(connections)))
+    return statuses
+
+
+def _measure(server: subprocess.Popen, port: int, path: str, token: str, seconds: float,
+             connections: int) -> tuple[float, float, Counter]:
+    """(requests/s, server CPU µs per request, statuses) of one round."""
+    cpu, started = _cpu_seconds(server.pid), time.perf_counter()
+    statuses = asyncio.run(_round(port, path, token, seconds, connections))
+    elapsed, cpu = time.perf_counter() - started, _cpu_seconds(server.pid) - cpu
+    return statuses.total() / elapsed, cpu / statuses.total() * 1e6, statuses
 
 
 def _start(kind: str, port: int, env: dict[str, str]) -> subprocess.Popen:
@@ -142,24 +158,29 @@ def run(backend: str, database_url: str, data_dir: Path, seconds: float, rounds:
         targets = {"bare": (bare_port, "/limits"),
                    "pia": (pia_port, f"/v1/tenants/{tenant_id}/demand_planning/limits")}
         rates: dict[str, list[float]] = {"bare": [], "pia": []}
+        costs: dict[str, list[float]] = {"bare": [], "pia": []}
         for port, path in targets.values():  # warm-up: connections, caches, first-call imports
             asyncio.run(_round(port, path, token, 1.0, connections))
         for round_number in range(rounds):
             for kind, (port, path) in targets.items():
-                rate, statuses = asyncio.run(_round(port, path, token, seconds, connections))
+                rate, cost, statuses = _measure(servers[kind], port, path, token, seconds, connections)
                 assert set(statuses) == {200}, f"{kind}: {dict(statuses)}"
                 rates[kind].append(rate)
-                print(f"[{backend}] round {round_number + 1} {kind:4}: {rate:8,.0f} requests/s", flush=True)
+                costs[kind].append(cost)
+                print(f"[{backend}] round {round_number + 1} {kind:4}: {rate:8,.0f} requests/s, "
+                      f"{cost:6,.0f} µs server CPU per request", flush=True)
     finally:
         for process in servers.values():
             process.send_signal(signal.SIGTERM)
         for process in servers.values():
             process.wait(timeout=60)
     bare, pia = statistics.median(rates["bare"]), statistics.median(rates["pia"])
-    print(f"[{backend}] bare Quart route:               {bare:8,.0f} requests/s (median of {rounds} rounds of "
-          f"{seconds:g} s, {connections} connections)")
-    print(f"[{backend}] authenticated GET …/limits:     {pia:8,.0f} requests/s")
-    print(f"[{backend}] authenticated / bare:           {pia / bare:8.2f} (target >= 0.50)")
+    bare_cost, pia_cost = statistics.median(costs["bare"]), statistics.median(costs["pia"])
+    print(f"[{backend}] medians of {rounds} rounds of {seconds:g} s, {connections} connections")
+    print(f"[{backend}] bare Quart route:           {bare:8,.0f} requests/s {bare_cost:6,.0f} µs CPU/request")
+    print(f"[{backend}] authenticated GET …/limits: {pia:8,.0f} requests/s {pia_cost:6,.0f} µs CPU/request")
+    print(f"[{backend}] authenticated / bare rate:  {pia / bare:8.2f} (target >= 0.50); "
+          f"by CPU per request: {bare_cost / pia_cost:.2f}")
 
 
 def main() -> None:

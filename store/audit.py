@@ -1,9 +1,9 @@
 """The audit trail: one row per authenticated request, written in batches off the request path."""
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,9 +16,9 @@ from store.schema import audit_events
 
 log = logging.getLogger(__name__)
 
-# A batch goes out when this many rows wait, or this long after its first row arrived.
-BATCH_ROWS = 500
+# The writer wakes this often, or as soon as a batch of this many rows waits, and writes what is waiting.
 FLUSH_SECONDS = 0.2
+BATCH_ROWS = 500
 # Rows held while the database cannot be reached (about 1 KB each); beyond it new rows are dropped, loudly.
 QUEUE_ROWS = 20_000
 # Retries of a batch the database could not take back off up to this interval.
@@ -76,7 +76,7 @@ def client_events(engine: sa.Engine, tenant_id: str, client_id: str, limit: int)
 
 
 class _Marker:
-    """Put on the queue behind the rows to flush: reached once they are written."""
+    """Queued behind the rows to flush: reached once they are written (or given up)."""
 
     def __init__(self, stop: bool = False) -> None:
         self.stop = stop
@@ -86,17 +86,23 @@ class _Marker:
 class AuditWriter:
     """Takes audit events from requests without waiting and writes them in batches from a thread of its own.
 
-    While the database cannot be reached, the writer keeps its batch and retries with backoff; requests go on
-    queueing up to QUEUE_ROWS rows, after which new rows are dropped and the count is logged as an error at
-    every retry. `close` writes what is queued (retrying for at most CLOSE_SECONDS) and stops.
+    A request only appends its event to a queue; the writer wakes every FLUSH_SECONDS (or when BATCH_ROWS
+    wait) and writes everything queued, BATCH_ROWS per INSERT. While the database cannot be reached it keeps
+    its batch and retries with backoff; requests go on queueing up to QUEUE_ROWS rows, after which new rows
+    are dropped and their count is logged as an error at every retry. `close` writes what is queued
+    (retrying an unreachable database for at most CLOSE_SECONDS) and stops.
     """
 
     def __init__(self, engine: sa.Engine) -> None:
         self._engine = engine
-        self._queue: queue.Queue[AuditEvent | _Marker] = queue.Queue(QUEUE_ROWS)
+        self._flush_seconds, self._batch_rows, self._queue_rows = FLUSH_SECONDS, BATCH_ROWS, QUEUE_ROWS
+        # One producer (the event loop) and one consumer (the writer): deque appends and pops are atomic.
+        self._queue: deque[AuditEvent | _Marker] = deque()
+        self._wake = threading.Event()
         self._dropped = 0
         self._dropped_lock = threading.Lock()
         self._give_up_at = float("inf")  # set by close
+        self._gave_up = False
         self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
 
     def start(self) -> None:
@@ -104,67 +110,66 @@ class AuditWriter:
 
     def submit(self, event: AuditEvent) -> None:
         """Never blocks: a request's answer does not wait on its audit row."""
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
+        queued = len(self._queue)
+        if queued >= self._queue_rows:
             with self._dropped_lock:
-                self._dropped += 1
+                self._dropped += 1  # reported by the writer
+            return
+        self._queue.append(event)
+        if queued + 1 == self._batch_rows:
+            self._wake.set()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every event submitted before this call is written; False if that took too long."""
         return self._send(_Marker(), timeout)
 
     def close(self) -> None:
-        """Write what is queued and stop the writer thread; an unreachable database is retried CLOSE_SECONDS."""
+        """Write what is queued and stop the writer thread."""
         if self._thread.is_alive():
             self._give_up_at = time.monotonic() + CLOSE_SECONDS
             self._send(_Marker(stop=True), None)
             self._thread.join()
 
     def _send(self, marker: _Marker, timeout: float | None) -> bool:
-        try:
-            self._queue.put(marker, timeout=timeout)
-        except queue.Full:
-            return False
+        self._queue.append(marker)
+        self._wake.set()
         return marker.reached.wait(timeout)
 
     def _run(self) -> None:
         while True:
-            batch, marker = self._collect()
-            if batch:
+            self._wake.wait(self._flush_seconds)
+            self._wake.clear()
+            batch: list[AuditEvent] = []
+            while self._queue:
+                item = self._queue.popleft()
+                if isinstance(item, AuditEvent):
+                    batch.append(item)
+                    if len(batch) < self._batch_rows:
+                        continue
                 self._write(batch)
+                batch = []
+                if isinstance(item, _Marker):
+                    item.reached.set()
+                    if item.stop:
+                        self._report_dropped()
+                        return
+            self._write(batch)
             self._report_dropped()
-            if marker is not None:
-                marker.reached.set()
-                if marker.stop:
-                    return
-
-    def _collect(self) -> tuple[list[AuditEvent], _Marker | None]:
-        """The next batch: rows until BATCH_ROWS, FLUSH_SECONDS after the first, or a marker, whichever is first."""
-        batch: list[AuditEvent] = []
-        item = self._queue.get()
-        deadline = time.monotonic() + FLUSH_SECONDS
-        while isinstance(item, AuditEvent):
-            batch.append(item)
-            if len(batch) >= BATCH_ROWS:
-                return batch, None
-            try:
-                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                return batch, None
-        return batch, item
 
     def _write(self, batch: list[AuditEvent]) -> None:
         delay = 0.1
-        while True:
+        while batch:
+            if self._gave_up:  # at shutdown, once: the rows still queued are not tried one batch at a time
+                log.error("audit: database unreachable at shutdown; %d audit rows lost", len(batch))
+                return
             try:
                 insert_events(self._engine, batch)
                 return
             except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
                 # The database cannot be reached: keep the batch and try again, until shutdown gives up.
-                if time.monotonic() >= self._give_up_at:
-                    log.error("audit: database unreachable at shutdown; %d audit rows lost: %s", len(batch), error)
-                    return
+                self._gave_up = time.monotonic() >= self._give_up_at
+                if self._gave_up:
+                    continue  # to the loss report above
                 log.warning("audit: database unreachable, retrying %d rows in %.1f s: %s", len(batch), delay, error)
                 self._report_dropped()
                 time.sleep(delay)
@@ -186,4 +191,4 @@ class AuditWriter:
             dropped, self._dropped = self._dropped, 0
         if dropped:
             log.error("audit: queue full (%d rows waiting for the database); %d audit rows dropped",
-                      QUEUE_ROWS, dropped)
+                      self._queue_rows, dropped)

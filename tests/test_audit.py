@@ -126,3 +126,19 @@ def test_a_row_the_database_refuses_costs_only_that_row(postgres_url, tmp_path, 
     assert written[nul_path.request_id].path == "/v1/tenants/\N{REPLACEMENT CHARACTER}/demand_planning/limits"
     assert any(refused.request_id in record.getMessage() and record.levelno == logging.ERROR
                for record in caplog.records)
+
+
+def test_shutdown_gives_up_on_an_unreachable_database_and_says_how_many_rows_are_lost(
+        missing_database, caplog, monkeypatch) -> None:
+    engine, _ = missing_database
+    caplog.set_level(logging.WARNING, logger="store.audit")
+    monkeypatch.setattr("store.audit.CLOSE_SECONDS", 0.5)
+    monkeypatch.setattr("store.audit.BATCH_ROWS", 2)
+    writer = AuditWriter(engine)
+    writer.start()
+    for _ in range(5):
+        writer.submit(_event())
+    writer.close()  # returns although the database never comes back
+    lost = sum(int(match[1]) for record in caplog.records
+               if (match := re.search(r"(\d+) audit rows lost", record.getMessage())))
+    assert lost == 5
