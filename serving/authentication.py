@@ -27,7 +27,9 @@ class Caller:
 
 
 class Authenticator:
-    """A token that verified is remembered, keyed by the whole token string, until its `exp`: a client sending
+    """Turns a bearer token into its caller without a signature check and a store read on every request.
+
+    A token that verified is remembered, keyed by the whole token string, until its `exp`: a client sending
     the same token for an hour pays one signature check, not one per request. Its API client is remembered
     for `client_cache_seconds` (0 reads it every time). Nothing invalidates the client cache from outside:
     `pia admin disable-client` runs in another process, so disabling takes effect here when the entry expires.
