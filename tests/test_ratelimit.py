@@ -140,6 +140,8 @@ def redis_limited_server(private_redis, settings, engine) -> Iterator[LiveServer
 
 
 class TimedCaller:
+    """One API client's requests to the cheap route, each with its duration."""
+
     def __init__(self, http: httpx.Client, world: dict) -> None:
         self._http = http
         self._path = f"/v1/tenants/{world['id']}/demand_planning/limits"
