@@ -25,6 +25,7 @@ import httpx
 import orjson
 import sqlalchemy as sa
 
+from benchmarks.databases import scratch_postgres_url
 from serving.admin import issue_client
 from settings import Settings
 from store.backoffice import load_document
@@ -140,16 +141,8 @@ def main() -> None:
         if args.backend == "duckdb":
             run("duckdb", "", Path(folder))
             return
-        admin = sa.create_engine(Settings().test_postgres_url, isolation_level="AUTOCOMMIT")
-        name = f"pia_bench_{uuid.uuid4().hex[:12]}"
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        try:
-            url = sa.make_url(Settings().test_postgres_url).set(database=name).render_as_string(hide_password=False)
+        with scratch_postgres_url() as url:
             run("postgresql", url, Path(folder))
-        finally:
-            with admin.connect() as conn:
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 if __name__ == "__main__":

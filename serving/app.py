@@ -22,6 +22,7 @@ from contracts.errors import (
 )
 from contracts.limits import MAX_REQUEST_BYTES
 from pipeline.worker import Pipeline, run_supervised
+from serving.authentication import Authenticator
 from serving.jsonio import json_response
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
@@ -31,6 +32,7 @@ from serving.services import Services
 from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
 from settings import Settings
+from store.audit import AuditWriter
 from store.ids import new_id
 from store.secrets import secret_box
 
@@ -45,17 +47,28 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     app = Quart("pia")
     # No request body may exceed the largest published limit; uploads check their own limits first.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
-    limiter = RollingWindowLimiter(settings.rate_limit_storage_url)
+    limiter = RollingWindowLimiter(settings.rate_limit_storage_url, settings.rate_limit_storage_timeout_seconds)
     secret_verifier = SecretVerifier(settings.secret_check_workers, settings.secret_check_max_pending,
                                      settings.secret_check_cache_seconds)
     app.after_serving(secret_verifier.close)
+    tokens = TokenAuthority(engine, issuer, settings.token_lifetime_seconds, partial(secret_box, settings))
+    audit = AuditWriter(engine)
     app.extensions["pia"] = Services(
-        settings=settings, engine=engine,
-        tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds, partial(secret_box, settings)),
-        limiter=limiter, secret_verifier=secret_verifier,
+        settings=settings, engine=engine, tokens=tokens, limiter=limiter,
+        authenticator=Authenticator(tokens, engine, settings.client_cache_seconds), audit=audit,
+        secret_verifier=secret_verifier,
         token_attempts=TokenAttemptLimits(limiter, settings.token_attempts_per_minute_per_address,
                                           settings.token_attempts_per_minute_per_client),
         wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None)
+
+    @app.before_serving
+    async def start_audit_writer() -> None:
+        audit.start()
+
+    @app.after_serving
+    async def stop_audit_writer() -> None:
+        # Every audit row of a request answered before shutdown is written before the process exits.
+        await asyncio.to_thread(audit.close)
 
     @app.before_request
     async def assign_request_id() -> None:
@@ -127,7 +140,8 @@ async def _drain_request_body(response: Response) -> None:
     drain get `Connection: close` instead.
     """
     try:
-        await asyncio.wait_for(request.body, timeout=BODY_DRAIN_SECONDS)
+        async with asyncio.timeout(BODY_DRAIN_SECONDS):  # not wait_for: on 3.11 it makes a task per request
+            await request.body
     except (RequestEntityTooLarge, TimeoutError):
         response.headers["Connection"] = "close"
 

@@ -3,28 +3,17 @@
 Every scope blueprint calls `protect`, so no route under /v1/tenants/{tenantId}/… can be left open.
 """
 
-import logging
 import time
-from dataclasses import dataclass
 
 from quart import Blueprint, Response, g, request
 
 from contracts.errors import Forbidden, TooManyRequests, Unauthorized
-from serving.jsonio import blocking
+from serving.authentication import Caller
 from serving.ratelimit import RateLimitState
 from serving.services import services
-from store.audit import record_request
-from store.clients import DEMAND_PLANNING_PERMISSION, Client, get_client
+from store.audit import AuditEvent
+from store.clients import DEMAND_PLANNING_PERMISSION, Client
 from store.ids import utc_now
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Caller:
-    client: Client
-    token_id: str
-    started: float
 
 
 def bearer_token() -> str:
@@ -36,14 +25,6 @@ def bearer_token() -> str:
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("The Authorization header must be 'Bearer <access token>'.", error="invalid_request")
     return token.strip()
-
-
-async def authenticate() -> Caller:
-    claims = await services().tokens.verify(bearer_token())
-    client = await blocking(get_client, services().engine, claims.tenant_id, claims.client_id)
-    if client is None or not client.enabled:
-        raise Unauthorized("The API client of this token is disabled or no longer exists.")
-    return Caller(client, claims.token_id, time.perf_counter())
 
 
 def authorize(client: Client, tenant_id: str, scope: str, resource_id: str | None) -> None:
@@ -62,8 +43,8 @@ def protect(blueprint: Blueprint, scope: str, resource_arg: str | None = None) -
 
     @blueprint.before_request
     async def guard() -> None:
-        caller = await authenticate()
-        g.caller = caller
+        started = time.perf_counter()
+        g.caller = caller = await services().authenticator.caller(bearer_token(), started)
         limit = caller.client.rate_limit_per_minute or services().settings.rate_limit_per_minute
         g.rate_limit = state = await services().limiter.hit(f"client:{caller.client.id}", limit)
         if not state.allowed:
@@ -82,13 +63,9 @@ async def finish_protected(response: Response) -> Response:
     state: RateLimitState | None = g.get("rate_limit")
     if state is not None:
         response.headers.update(state.headers())
-    try:
-        await blocking(
-            record_request, services().engine, caller.client.tenant_id, client_id=caller.client.id,
-            token_id=caller.token_id, request_id=g.request_id, method=request.method,
-            path=request.full_path.rstrip("?"), status=response.status_code,
-            duration_ms=round((time.perf_counter() - caller.started) * 1000, 3), time=utc_now())
-    except Exception:
-        # The answer is already decided; a lost audit row is logged loudly rather than turned into a 500.
-        log.exception("audit write failed for request %s", g.request_id)
+    services().audit.submit(AuditEvent(
+        tenant_id=caller.client.tenant_id, client_id=caller.client.id, token_id=caller.token_id,
+        request_id=g.request_id, method=request.method, path=request.full_path.rstrip("?"),
+        status=response.status_code, duration_ms=round((time.perf_counter() - caller.started) * 1000, 3),
+        time=utc_now()))
     return response

@@ -1,4 +1,4 @@
-"""What the routes share: the store engine, the token authority, the rate limiter, the settings."""
+"""What the routes share: the store engine, the token authority, the rate limiter, the audit writer, the settings."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -6,11 +6,13 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from quart import current_app
 
+from serving.authentication import Authenticator
 from serving.ratelimit import RateLimiter
 from serving.secret_verifier import SecretVerifier
 from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
 from settings import Settings
+from store.audit import AuditWriter
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,8 @@ class Services:
     # The token endpoint's guards: argon2 checks on their own threads, and budgets for attempts needing one.
     secret_verifier: SecretVerifier
     token_attempts: TokenAttemptLimits
+    authenticator: Authenticator
+    audit: AuditWriter
     # Tells the in-process pipeline worker a batch is waiting; a no-op when separate workers poll.
     wake_pipeline: Callable[[], None]
 

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     # Fernet keys sealing secrets at rest, comma-separated: the first seals, all open (see store/secrets.py).
     # Empty means a key generated into data_dir for the embedded default; PostgreSQL requires it.
     secret_key: SecretStr = SecretStr("")
+    # Bound on each connect and each command to a networked rate-limit store; past it the request is let
+    # through uncounted (fail open) rather than delayed further.
+    rate_limit_storage_timeout_seconds: float = 0.5
+    # How long a process trusts its copy of an API client (enabled, rate limit) before reading it again:
+    # disabling a client takes effect within this time. 0 reads it on every request.
+    client_cache_seconds: float = 2.0
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False
     # Tests create (and drop) a fresh database per session through this server.

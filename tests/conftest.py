@@ -4,9 +4,9 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -25,6 +25,7 @@ from store.secrets import new_secret_key
 
 ENV = Settings()
 BACKENDS = ("duckdb", "postgresql")
+T = TypeVar("T")
 
 
 def service_missing(reason: str) -> None:
@@ -99,6 +100,16 @@ def own_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
+    """Poll condition() until it returns something truthy, and return that; fail after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout} s for {what}")
+        time.sleep(0.02)
+    return result
 
 
 def free_port() -> int:

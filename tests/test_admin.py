@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from serving.cli import main
 from store.schema import api_clients, skus
-from tests.conftest import bearer, client_of, get_token
+from tests.conftest import bearer, client_of, get_token, wait_for
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def _json(result) -> object:
     return json.loads(result.stdout)
 
 
-def test_tenant_and_client_lifecycle(pia, engine, http, world) -> None:
+def test_tenant_and_client_lifecycle(pia, engine, http, world, settings) -> None:
     tenant = _json(pia("admin", "create-tenant", "Acme", "--test"))
     assert tenant["test"] is True
     assert tenant["tenantId"] in {t["tenantId"] for t in _json(pia("admin", "list-tenants"))}
@@ -50,13 +50,22 @@ def test_tenant_and_client_lifecycle(pia, engine, http, world) -> None:
     assert all("clientSecret" not in c for c in listed)
 
     world_client = {**created, "resource": program}
-    get_token(http, world, world_client)
+    token = bearer(get_token(http, world, world_client))
+    stores = f"/v1/tenants/{world['id']}/loyalty_programs/{program}/retail_stores"
+    assert http.get(stores, headers=token).status_code == 200  # the server now remembers the client
     assert _json(pia("admin", "disable-client", created["clientId"]))["enabled"] is False
     refused = http.post("/oauth2/token", data={"grant_type": "client_credentials", "tenant_id": world["id"]},
                         auth=(created["clientId"], secret))
     assert refused.status_code == 401
+    # Nothing tells the server (in production `pia admin` is another process): its remembered client expires
+    # after PIA_CLIENT_CACHE_SECONDS, and from then on the token already issued is refused too.
+    cache_seconds = settings.client_cache_seconds
+    wait_for(lambda: http.get(stores, headers=token).status_code == 401, 4 * cache_seconds,
+             "the disabled client's token to be refused")
     assert _json(pia("admin", "enable-client", created["clientId"]))["enabled"] is True
     get_token(http, world, world_client)
+    wait_for(lambda: http.get(stores, headers=token).status_code == 200, 4 * cache_seconds,
+             "the enabled client's token to be accepted again")
 
 
 @pytest.mark.parametrize("args", [
@@ -94,7 +103,13 @@ def test_audit_records_every_authenticated_request(pia, http, world) -> None:
     http.get(f"/v1/tenants/{world['id']}/ecom_stores/{client_of(world, 'ecom')['resource']}/retail_stores",
              headers=bearer(token))  # 403: still audited
     http.get(f"{base}/limits")  # no token: nobody to attribute it to, not audited
-    events = _json(pia("admin", "audit", "--client", client["clientId"]))
+
+    def three_events() -> list | None:
+        events = _json(pia("admin", "audit", "--client", client["clientId"]))
+        return events if len(events) >= 3 else None
+
+    # Audit rows are written in batches after the answers go out: wait for the three (and see no more).
+    events = wait_for(three_events, 10, "three audit rows")
     assert [(e["method"], e["path"].split("/")[-1], e["status"]) for e in events] == [
         ("GET", "retail_stores", 403), ("GET", "retail_stores?x=1", 200), ("GET", "limits", 200)]
     assert all(e["tokenId"] and e["requestId"] and e["durationMs"] >= 0 and e["time"].endswith("Z")

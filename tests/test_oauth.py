@@ -17,7 +17,7 @@ from store.clients import get_client, update_client
 from store.engine import create_engine
 from store.ids import new_id
 from store.secrets import secret_box
-from tests.conftest import bearer, client_of, get_token
+from tests.conftest import bearer, client_of, get_token, wait_for
 
 
 def _form(world: dict, client: dict, **extra: str) -> dict[str, str]:
@@ -154,7 +154,7 @@ def test_undecodable_basic_credentials(http: httpx.Client, world: dict) -> None:
 
 
 def test_disabled_client_gets_no_token_and_its_tokens_stop_working(http: httpx.Client, world: dict,
-                                                                   engine) -> None:
+                                                                   engine, settings) -> None:
     client = client_of(world, "demand_planning")
     token = get_token(http, world, client)
     path = f"/v1/tenants/{world['id']}/demand_planning/limits"
@@ -163,9 +163,12 @@ def test_disabled_client_gets_no_token_and_its_tokens_stop_working(http: httpx.C
     response = http.post("/oauth2/token", data=_form(world, client),
                          auth=(client["clientId"], client["clientSecret"]))
     assert response.status_code == 401 and response.json()["error"] == "invalid_client"
-    assert http.get(path, headers=bearer(token)).status_code == 401
+    # The server remembers the client for PIA_CLIENT_CACHE_SECONDS: its tokens stop working within that time.
+    wait_for(lambda: http.get(path, headers=bearer(token)).status_code == 401, 4 * settings.client_cache_seconds,
+             "the disabled client's token to be refused")
     update_client(engine, world["id"], client["clientId"], enabled=True)
-    assert http.get(path, headers=bearer(token)).status_code == 200
+    wait_for(lambda: http.get(path, headers=bearer(token)).status_code == 200, 4 * settings.client_cache_seconds,
+             "the enabled client's token to be accepted again")
 
 
 def _kid(token: str) -> str:

@@ -13,7 +13,7 @@ from serving.tokens import TokenAuthority
 from settings import Settings
 from store.clients import get_client
 from store.secrets import secret_box
-from tests.conftest import bearer, client_of
+from tests.conftest import bearer, client_of, wait_for
 
 SCOPE_OF_PREFIX = {"ecom_stores": "ecom", "loyalty_programs": "loyalty_programs",
                    "demand_planning": "demand_planning"}
@@ -128,3 +128,19 @@ def test_right_token_is_let_through(http: httpx.Client, shared_world: dict, cach
     else:
         assert response.status_code == 200, response.text
         assert isinstance(response.json(), dict)
+
+
+def test_a_remembered_token_is_refused_once_it_expires(http: httpx.Client, engine, server, settings,
+                                                      world: dict) -> None:
+    """The server remembers a verified token only until its `exp`: an hour's cache must not outlive the token."""
+    client = client_of(world, "demand_planning")
+    lifetime = 2
+    short_lived = TokenAuthority(engine, server.url, lifetime_seconds=lifetime,
+                                 secrets=partial(secret_box, settings))
+    token, _ = short_lived.issue(get_client(engine, world["id"], client["clientId"]))
+    path = f"/v1/tenants/{world['id']}/demand_planning/limits"
+    assert http.get(path, headers=bearer(token)).status_code == 200  # verified, and now remembered
+    # exp, plus the 5 s of clock leeway verification allows, plus a generous margin.
+    refused = wait_for(lambda: (response := http.get(path, headers=bearer(token))).status_code == 401 and response,
+                       lifetime + 5 + 10, "the expired token to be refused")
+    assert "expired" in refused.json()["message"]

@@ -1,15 +1,27 @@
-"""Rate limits per API client over a rolling minute, with their headers."""
+"""Rate limits per API client over a rolling minute, with their headers; a lost Redis store fails open."""
 
 import asyncio
+import logging
+import signal
 import socket
+import subprocess
+import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
+import pytest
 from click.testing import CliRunner
 
+from serving.app import create_app
 from serving.cli import main
 from serving.ratelimit import RollingWindowLimiter
-from tests.conftest import ENV, bearer, client_of, get_token, service_missing
+from tests.conftest import ENV, LiveServer, bearer, client_of, free_port, get_token, service_missing, wait_for
+
+REDIS_SERVER = Path("/usr/bin/redis-server")
+STORE_TIMEOUT_SECONDS = 0.5
 
 
 def test_headers_on_every_authenticated_response(http, world) -> None:
@@ -65,3 +77,138 @@ def test_api_replicas_share_the_count_through_redis() -> None:
         return [(await replicas[n % 2].hit(key, 3)).allowed for n in range(4)]
 
     assert asyncio.run(scenario()) == [True, True, True, False]
+
+
+class PrivateRedis:
+    """A redis-server of the test's own on a fixed free port, to kill, pause and start again."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self._process = subprocess.Popen(
+            [str(REDIS_SERVER), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL)
+        wait_for(self._answers, 10, f"redis-server on port {self.port} to answer PING")
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as probe:
+                probe.sendall(b"PING\r\n")
+                return probe.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        if self._process is not None:
+            self._process.kill()  # SIGKILL: gone without a word to its clients
+            self._process.wait()
+
+    def pause(self) -> None:
+        """Still accepting connections, never answering: a store that hangs."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
+
+
+@pytest.fixture
+def private_redis() -> Iterator[PrivateRedis]:
+    if not REDIS_SERVER.exists():
+        service_missing(f"{REDIS_SERVER} is not installed")
+    redis = PrivateRedis()
+    redis.start()
+    yield redis
+    redis.resume()
+    redis.kill()
+
+
+@pytest.fixture
+def redis_limited_server(private_redis, settings, engine) -> Iterator[LiveServer]:
+    """The real app over a socket, counting requests in the private Redis."""
+    limited = settings.model_copy(update={"rate_limit_storage_url": private_redis.url,
+                                          "rate_limit_storage_timeout_seconds": STORE_TIMEOUT_SECONDS})
+    port = free_port()
+    live = LiveServer(create_app(limited, engine, issuer=f"http://127.0.0.1:{port}"), port)
+    live.start()
+    yield live
+    live.stop()
+
+
+class TimedCaller:
+    """One API client's requests to the cheap route, each with its duration."""
+
+    def __init__(self, http: httpx.Client, world: dict) -> None:
+        self._http = http
+        self._path = f"/v1/tenants/{world['id']}/demand_planning/limits"
+        self._headers = bearer(get_token(http, world, client_of(world, "demand_planning")))
+
+    def get(self) -> tuple[httpx.Response, float]:
+        started = time.perf_counter()
+        response = self._http.get(self._path, headers=self._headers)
+        return response, time.perf_counter() - started
+
+    def counted(self) -> httpx.Response | None:
+        response, _ = self.get()
+        return response if "X-RateLimit-Remaining" in response.headers else None
+
+
+def _remaining(response: httpx.Response) -> int:
+    return int(response.headers["X-RateLimit-Remaining"])
+
+
+def _store_messages(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
+    return [record for record in caplog.records
+            if record.name == "serving.ratelimit" and text in record.getMessage()]
+
+
+def _assert_uncounted_and_prompt(outage: list[tuple[httpx.Response, float]], healthy_seconds: float) -> None:
+    """Every request answered 200, allowed without a count, and none delayed beyond the store's timeout."""
+    assert [response.status_code for response, _ in outage] == [200] * len(outage)
+    assert all(response.headers["X-RateLimit-Limit"] == "1800" and "X-RateLimit-Remaining" not in response.headers
+               and "X-RateLimit-Reset" not in response.headers for response, _ in outage)
+    # One connect or one command may wait for the timeout; a generous margin over a healthy request on top.
+    assert max(seconds for _, seconds in outage) < 2 * STORE_TIMEOUT_SECONDS + 10 * healthy_seconds
+
+
+def test_killed_redis_fails_open_with_one_warning_and_counting_resumes(
+        private_redis, redis_limited_server, world, caplog, monkeypatch) -> None:
+    caplog.set_level(logging.WARNING, logger="serving.ratelimit")
+    # Every request tries the dead store (none is spared by the pause between attempts): still one warning.
+    monkeypatch.setattr("serving.ratelimit.STORE_RETRY_SECONDS", 0.0)
+    with httpx.Client(base_url=redis_limited_server.url, timeout=30) as http:
+        caller = TimedCaller(http, world)
+        counted = [caller.get() for _ in range(3)]
+        first = _remaining(counted[0][0])
+        assert [_remaining(response) for response, _ in counted] == [first, first - 1, first - 2]
+
+        private_redis.kill()
+        outage = [caller.get() for _ in range(10)]
+        _assert_uncounted_and_prompt(outage, healthy_seconds=max(seconds for _, seconds in counted))
+        lost = _store_messages(caplog, "unreachable")
+        assert len(lost) == 1 and lost[0].levelno == logging.WARNING
+
+        private_redis.start()  # same port, empty: the count starts again from the full budget
+        back = wait_for(caller.counted, 10, "requests to be counted again after Redis came back")
+        assert _remaining(caller.get()[0]) == _remaining(back) - 1
+        assert len(_store_messages(caplog, "reachable again")) == 1
+        assert len(_store_messages(caplog, "unreachable")) == 1
+
+
+def test_hanging_redis_delays_requests_at_most_its_timeout(private_redis, redis_limited_server, world) -> None:
+    with httpx.Client(base_url=redis_limited_server.url, timeout=30) as http:
+        caller = TimedCaller(http, world)
+        counted = [caller.get() for _ in range(3)]
+        assert _remaining(counted[0][0]) - 2 == _remaining(counted[2][0])
+
+        private_redis.pause()
+        _assert_uncounted_and_prompt([caller.get() for _ in range(5)],
+                                     healthy_seconds=max(seconds for _, seconds in counted))
+
+        private_redis.resume()
+        back = wait_for(caller.counted, 10, "requests to be counted again after Redis answered again")
+        assert _remaining(caller.get()[0]) == _remaining(back) - 1

@@ -1,0 +1,208 @@
+"""Per-request overhead: the authenticated cheap route `GET /v1/tenants/{t}/demand_planning/limits` against a bare
+Quart route returning the same JSON, both served by Hypercorn, driven by the same client for the same time.
+
+    uv run python -m benchmarks.request_overhead --backend duckdb
+    uv run python -m benchmarks.request_overhead --backend postgresql   # the server of PIA_TEST_POSTGRES_URL
+
+Each app runs in a Hypercorn process of its own with the same configuration (one worker, no access log: the log
+line would cost both the same). The client is one process of asyncio connections speaking HTTP/1.1 through h11
+with keep-alive, far lighter than httpx, because on two cores it competes with the server for CPU: the server
+gets one core and the client the other. Rounds alternate between the two servers so background load falls on
+both alike; the figure of each is its median round. Beside requests/s, each round reports the server process's
+CPU time per request (all its threads, from /proc), which other work on the machine disturbs far less. The
+benchmark client has a rate limit above anything the run can reach, so every request is counted by the limiter
+and answered 200.
+"""
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import h11
+import httpx
+import orjson
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from quart import Quart, Response
+
+from benchmarks.databases import scratch_postgres_url
+from contracts.limits import published_limits
+from serving.admin import issue_client
+from settings import Settings
+from store.clients import DEMAND_PLANNING_PERMISSION, update_client
+from store.engine import create_engine
+from store.migrate import upgrade
+from store.tenants import create_tenant
+
+UNREACHABLE_RATE_LIMIT = 10**9
+
+
+def bare_app() -> Quart:
+    app = Quart("bare")
+
+    @app.get("/limits")
+    async def limits() -> Response:
+        return Response(orjson.dumps(published_limits()), content_type="application/json")
+
+    return app
+
+
+def _serve(app: Quart, port: int) -> None:
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await serve(app, config, shutdown_trigger=stop.wait)
+
+    asyncio.run(main())
+
+
+def _serve_pia(port: int) -> None:
+    from serving.app import create_app
+
+    settings = Settings()
+    app = create_app(settings, create_engine(settings), issuer=f"http://127.0.0.1:{port}",
+                     run_pipeline=settings.runs_inprocess_worker)
+    _serve(app, port)
+
+
+async def _connection(port: int, path: str, token: str, stop_at: float, statuses: Counter) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    http = h11.Connection(h11.CLIENT)
+    headers = [("Host", f"127.0.0.1:{port}"), ("Authorization", f"Bearer {token}")]
+    try:
+        while time.perf_counter() < stop_at:
+            writer.write(http.send(h11.Request(method="GET", target=path, headers=headers))
+                         + http.send(h11.EndOfMessage()))
+            status = 0
+            while True:
+                event = http.next_event()
+                if event is h11.NEED_DATA:
+                    http.receive_data(await reader.read(65536))
+                elif isinstance(event, h11.Response):
+                    status = event.status_code
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+            statuses[status] += 1
+            http.start_next_cycle()
+    finally:
+        writer.close()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of every thread of the process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _round(port: int, path: str, token: str, seconds: float, connections: int) -> Counter:
+    statuses: Counter = Counter()
+    stop_at = time.perf_counter() + seconds
+    await asyncio.gather(*(_connection(port, path, token, stop_at, statuses) for _ in range(connections)))
+    return statuses
+
+
+def _measure(server: subprocess.Popen, port: int, path: str, token: str, seconds: float,
+             connections: int) -> tuple[float, float, Counter]:
+    """(requests/s, server CPU µs per request, statuses) of one round."""
+    cpu, started = _cpu_seconds(server.pid), time.perf_counter()
+    statuses = asyncio.run(_round(port, path, token, seconds, connections))
+    elapsed, cpu = time.perf_counter() - started, _cpu_seconds(server.pid) - cpu
+    return statuses.total() / elapsed, cpu / statuses.total() * 1e6, statuses
+
+
+def _start(kind: str, port: int, env: dict[str, str]) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-m", "benchmarks.request_overhead", "--serve", kind,
+                                "--port", str(port)], env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            return process
+        except httpx.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"the {kind} server did not start")
+
+
+def _seed(settings: Settings) -> tuple[str, str, str]:
+    engine = create_engine(settings)
+    upgrade(engine)
+    tenant_id = create_tenant(engine, "benchmark", is_test=True)
+    client_id, secret = issue_client(engine, tenant_id, "benchmark", "demand_planning", None,
+                                     (DEMAND_PLANNING_PERMISSION,))
+    update_client(engine, tenant_id, client_id, rate_limit_per_minute=UNREACHABLE_RATE_LIMIT)
+    engine.dispose()  # the DuckDB file belongs to the server process from here on
+    return tenant_id, client_id, secret
+
+
+def run(backend: str, database_url: str, data_dir: Path, seconds: float, rounds: int, connections: int) -> None:
+    tenant_id, client_id, secret = _seed(Settings(data_dir=data_dir, database_url=database_url))
+    env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": database_url}
+    bare_port, pia_port = 18500 + os.getpid() % 500, 19000 + os.getpid() % 500
+    servers = {"bare": _start("bare", bare_port, env), "pia": _start("pia", pia_port, env)}
+    try:
+        token = httpx.post(f"http://127.0.0.1:{pia_port}/oauth2/token", auth=(client_id, secret), data={
+            "grant_type": "client_credentials", "tenant_id": tenant_id}).json()["access_token"]
+        targets = {"bare": (bare_port, "/limits"),
+                   "pia": (pia_port, f"/v1/tenants/{tenant_id}/demand_planning/limits")}
+        rates: dict[str, list[float]] = {"bare": [], "pia": []}
+        costs: dict[str, list[float]] = {"bare": [], "pia": []}
+        for port, path in targets.values():  # warm-up: connections, caches, first-call imports
+            asyncio.run(_round(port, path, token, 1.0, connections))
+        for round_number in range(rounds):
+            for kind, (port, path) in targets.items():
+                rate, cost, statuses = _measure(servers[kind], port, path, token, seconds, connections)
+                assert set(statuses) == {200}, f"{kind}: {dict(statuses)}"
+                rates[kind].append(rate)
+                costs[kind].append(cost)
+                print(f"[{backend}] round {round_number + 1} {kind:4}: {rate:8,.0f} requests/s, "
+                      f"{cost:6,.0f} µs server CPU per request", flush=True)
+    finally:
+        for process in servers.values():
+            process.send_signal(signal.SIGTERM)
+        for process in servers.values():
+            process.wait(timeout=60)
+    bare, pia = statistics.median(rates["bare"]), statistics.median(rates["pia"])
+    bare_cost, pia_cost = statistics.median(costs["bare"]), statistics.median(costs["pia"])
+    print(f"[{backend}] medians of {rounds} rounds of {seconds:g} s, {connections} connections")
+    print(f"[{backend}] bare Quart route:           {bare:8,.0f} requests/s {bare_cost:6,.0f} µs CPU/request")
+    print(f"[{backend}] authenticated GET …/limits: {pia:8,.0f} requests/s {pia_cost:6,.0f} µs CPU/request")
+    print(f"[{backend}] authenticated / bare rate:  {pia / bare:8.2f} (target >= 0.50); "
+          f"by CPU per request: {bare_cost / pia_cost:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["duckdb", "postgresql"], default="duckdb")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of one round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
+    parser.add_argument("--serve", choices=["bare", "pia"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve == "bare":
+        return _serve(bare_app(), args.port)
+    if args.serve == "pia":
+        return _serve_pia(args.port)
+    measure = (args.seconds, args.rounds, args.connections)
+    with tempfile.TemporaryDirectory(prefix="pia-bench-") as folder:
+        if args.backend == "duckdb":
+            run("duckdb", "", Path(folder), *measure)
+            return
+        with scratch_postgres_url() as url:
+            run("postgresql", url, Path(folder), *measure)
+
+
+if __name__ == "__main__":
+    main()
