@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +21,7 @@ from store.ids import new_id
 from store.migrate import upgrade
 from store.schema import batches, sales_forecasts
 from tests.batches import body, envelope, forecast_item, new_batch_id
-from tests.conftest import ENV
+from tests.conftest import ENV, wait_for
 
 PIA = str(Path(sys.executable).parent / "pia")
 STORES = [("1001", None), ("1002", None), ("1003", None), (None, "2001")]
@@ -60,14 +59,6 @@ def _upload(engine: sa.Engine, settings: Settings, tenant_id: str, run: int, qua
     return accepted.batch.batch_id
 
 
-def _wait(engine: sa.Engine, predicate, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for the workers")
-
 
 def _waiting_for_lock_on(engine: sa.Engine, table: str) -> bool:
     """Whether a backend of this database waits for a lock on the table (the test holds it)."""
@@ -98,7 +89,7 @@ def test_two_workers_keep_each_tenants_order(isolated: Settings) -> None:
                 for tenant in tenants}
     workers = [_start_worker(isolated), _start_worker(isolated)]
     try:
-        _wait(engine, lambda: _unfinished(engine) == 0)
+        wait_for(lambda: _unfinished(engine) == 0, 60, "every batch to finish")
     finally:
         _stop(*workers)
     for tenant, batch_ids in uploaded.items():
@@ -125,8 +116,9 @@ def test_worker_killed_mid_batch_leaves_it_to_be_processed_again(isolated: Setti
     blocker.execute(sa.text("LOCK TABLE sales_forecasts IN ACCESS EXCLUSIVE MODE"))
     worker = _start_worker(isolated)
     try:
-        _wait(engine, lambda: get_batch(engine, tenant, batch_id).progress == "PROCESSING")
-        _wait(engine, lambda: _waiting_for_lock_on(engine, "sales_forecasts"))  # it has reached the apply
+        wait_for(lambda: get_batch(engine, tenant, batch_id).progress == "PROCESSING", 60, "the batch to be PROCESSING")
+        # Waiting on the lock the test holds means it has reached the apply.
+        wait_for(lambda: _waiting_for_lock_on(engine, "sales_forecasts"), 60, "the worker to wait on the held lock")
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
     finally:
@@ -141,7 +133,7 @@ def test_worker_killed_mid_batch_leaves_it_to_be_processed_again(isolated: Setti
 
     restarted = _start_worker(isolated)
     try:
-        _wait(engine, lambda: get_batch(engine, tenant, batch_id).progress == "COMPLETED")
+        wait_for(lambda: get_batch(engine, tenant, batch_id).progress == "COMPLETED", 60, "the batch to complete")
     finally:
         _stop(restarted)
     row = get_batch(engine, tenant, batch_id)

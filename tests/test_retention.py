@@ -4,8 +4,6 @@ is gone says so."""
 
 import os
 import threading
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from store.schema import audit_events, batches, pipeline_workers
 from store.tenants import create_tenant
 from store.workers import beat
 from tests.batches import body, envelope, forecast_item, new_batch_id
+from tests.conftest import wait_for
 
 POLICY = RetentionPolicy(staged_files=timedelta(days=30), finished_batches=timedelta(days=90),
                          audit_events=timedelta(days=90))
@@ -104,14 +103,6 @@ def test_retention_removes_what_is_old_and_keeps_the_rest(own_store, monkeypatch
     assert remove_expired(engine, staging, POLICY, utc_now()) == Removed(0, 0, 0, 0)
 
 
-def _wait(predicate: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for the condition")
-
 
 def test_worker_purges_periodically_not_every_poll(own_store) -> None:
     settings, engine = own_store
@@ -124,12 +115,13 @@ def test_worker_purges_periodically_not_every_poll(own_store) -> None:
     worker = threading.Thread(target=run_supervised, args=(pipeline, stop, wake, 0.05), daemon=True)
     worker.start()
     try:
-        _wait(lambda: not expired.exists() and old_audit not in _ids(engine, audit_events.c.id))
+        wait_for(lambda: not expired.exists() and old_audit not in _ids(engine, audit_events.c.id), 60,
+                 "the expired file and audit rows to be purged")
         # Expired again while the worker polls on: it stays until the next purge, an interval away.
         expired_later = _file(staging / tenant / "expired-later.parquet", utc_now() - timedelta(days=31))
         for _ in range(5):
             last = _heartbeat(engine, pipeline.worker_id)
-            _wait(lambda last=last: _heartbeat(engine, pipeline.worker_id) > last)
+            wait_for(lambda last=last: _heartbeat(engine, pipeline.worker_id) > last, 60, "another heartbeat")
         assert expired_later.exists()
     finally:
         stop.set()

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -37,7 +36,7 @@ from store.schema import batches, sales_forecasts
 from store.tenants import create_tenant
 from store.workers import beat
 from tests.batches import body, envelope, forecast_item, new_batch_id, wait_finished
-from tests.conftest import LiveServer, bearer, free_port, get_token
+from tests.conftest import LiveServer, bearer, free_port, get_token, wait_for
 
 PIA = str(Path(sys.executable).parent / "pia")
 
@@ -73,14 +72,6 @@ def _held_quantity(engine: sa.Engine, tenant_id: str) -> str:
                                   .where(sales_forecasts.c.tenant_id == tenant_id)).scalar_one()
     return orjson.loads(quantities)[0]
 
-
-def _wait(predicate: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for the condition")
 
 
 class Clock:
@@ -233,13 +224,14 @@ def test_worker_whose_connection_is_terminated_mid_batch_retries_it(own_store) -
     blocker.execute(sa.text("LOCK TABLE sales_forecasts IN ACCESS EXCLUSIVE MODE"))  # holds the worker in its apply
     worker = _worker_process(settings, PIA_WORKER_RETRY_BASE_SECONDS="0.2")
     try:
-        _wait(lambda: _backend_waiting_on(engine, "sales_forecasts") is not None)
+        wait_for(lambda: _backend_waiting_on(engine, "sales_forecasts") is not None, 60,
+                 "the worker to wait on the held lock")
         pid = _backend_waiting_on(engine, "sales_forecasts")
         with engine.connect() as conn:
             assert conn.execute(sa.select(sa.func.pg_terminate_backend(pid))).scalar_one()
-        _wait(lambda: not _backend_alive(engine, pid))
+        wait_for(lambda: not _backend_alive(engine, pid), 60, "the worker's backend to end")
         blocker.rollback()
-        _wait(lambda: _state(engine, tenant, batch_id).progress == "COMPLETED")
+        wait_for(lambda: _state(engine, tenant, batch_id).progress == "COMPLETED", 60, "the batch to complete")
         assert worker.poll() is None
     finally:
         blocker.close()
@@ -278,9 +270,9 @@ def test_poisoned_batch_is_failed_and_every_other_batch_processed(own_store) -> 
     after_it, elsewhere = _upload(settings, engine, poisoned_tenant, run=2), _upload(settings, engine, other, run=1)
     _poison(engine, poisoned)
     with _worker_running(settings, engine) as running:
-        _wait(lambda: {row.progress for row in outcomes(engine, [(poisoned_tenant, poisoned),
+        wait_for(lambda: {row.progress for row in outcomes(engine, [(poisoned_tenant, poisoned),
                                                                 (poisoned_tenant, after_it), (other, elsewhere)])}
-              <= {"COMPLETED", "FAILED"})
+              <= {"COMPLETED", "FAILED"}, 60, "both tenants' batches to finish")
         assert running()  # it did not exit, on start or after
     state = _state(engine, poisoned_tenant, poisoned)
     assert state.progress == "FAILED" and state.applied_count is None
@@ -312,7 +304,7 @@ def test_crashed_inprocess_worker_is_restarted(own_store, monkeypatch, caplog) -
     live = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}", run_pipeline=True), port)
     live.start()
     try:
-        _wait(crashed.is_set)
+        wait_for(crashed.is_set, 60, "the injected crash")
         with httpx.Client(base_url=live.url, timeout=30) as http:
             token = get_token(http, {"id": tenant}, {"clientId": client_id, "clientSecret": secret,
                                                       "scope": "demand_planning", "resource": None})
