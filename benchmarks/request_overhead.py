@@ -40,6 +40,7 @@ from settings import Settings
 from store.clients import DEMAND_PLANNING_PERMISSION, update_client
 from store.engine import create_engine
 from store.migrate import upgrade
+from store.secrets import new_secret_key
 from store.tenants import create_tenant
 
 UNREACHABLE_RATE_LIMIT = 10**9
@@ -147,8 +148,11 @@ def _seed(settings: Settings) -> tuple[str, str, str]:
 
 
 def run(backend: str, database_url: str, data_dir: Path, seconds: float, rounds: int, connections: int) -> None:
-    tenant_id, client_id, secret = _seed(Settings(data_dir=data_dir, database_url=database_url))
-    env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": database_url}
+    secret_key = os.environ.get("PIA_SECRET_KEY") or new_secret_key()  # PostgreSQL requires one
+    tenant_id, client_id, secret = _seed(Settings(data_dir=data_dir, database_url=database_url,
+                                                  secret_key=secret_key))
+    env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": database_url,
+           "PIA_SECRET_KEY": secret_key}
     bare_port, pia_port = 18500 + os.getpid() % 500, 19000 + os.getpid() % 500
     servers = {"bare": _start("bare", bare_port, env), "pia": _start("pia", pia_port, env)}
     try:
