@@ -26,10 +26,11 @@ from typing import Any
 import orjson
 
 from contracts.batch_kinds import SALES_FORECAST
+from contracts.formats import MAX_KEY_LENGTH
 from contracts.limits import EXPECTED_HORIZON_DAYS, MAX_HORIZON_DAYS, MAX_ITEMS_PER_BATCH, RECOMMENDED_ITEMS_PER_BATCH
 from ingest.accept import accept_batch
 from ingest.body import decompress_body
-from ingest.envelope import MAX_KEY_LENGTH, check_batch
+from ingest.envelope import check_batch
 from settings import Settings
 from store.engine import create_engine
 from store.migrate import upgrade
