@@ -11,6 +11,7 @@ cross-field rules). The measurements alternate within each round, so drift in th
 alike, and each starts after a full garbage collection, with the collector on while it runs.
 """
 
+import asyncio
 import gc
 import gzip
 import random
@@ -116,8 +117,9 @@ def accept_in(folder: Path, sent: bytes) -> Callable[[], object]:
     upgrade(engine)
     tenant_id = create_tenant(engine, "bench", is_test=True)
     now = datetime.combine(TODAY, datetime.min.time(), UTC)
-    return lambda: accept_batch(engine, settings.resolved_staging_dir, tenant_id, str(uuid.uuid4()), SALES_FORECAST,
-                                body=sent, content_type="application/json", content_encoding="gzip", now=now)
+    return lambda: asyncio.run(accept_batch(engine, settings.resolved_staging_dir, tenant_id, str(uuid.uuid4()),
+                                            SALES_FORECAST, body=sent, content_type="application/json",
+                                            content_encoding="gzip", now=now))
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from serving.ratelimit import RollingWindowLimiter
 from serving.routes import demand_planning, ecom, loyalty_programs, meta, oauth
 from serving.services import Services
 from serving.tokens import TokenAuthority
+from serving.uploads import UploadWork
 from settings import Settings
 from store.ids import new_id
 
@@ -45,6 +46,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         settings=settings, engine=engine,
         tokens=TokenAuthority(engine, issuer, settings.token_lifetime_seconds),
         limiter=RollingWindowLimiter(settings.rate_limit_storage_url),
+        uploads=_attach_upload_work(app, settings),
         wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None)
 
     @app.before_request
@@ -82,6 +84,14 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
                       demand_planning.blueprint):
         app.register_blueprint(blueprint)
     return app
+
+
+def _attach_upload_work(app: Quart, settings: Settings) -> UploadWork:
+    """The worker processes that check uploads live as long as the app serves."""
+    uploads = UploadWork(settings.upload_processes, settings.max_concurrent_uploads, settings.upload_wait_seconds)
+    app.before_serving(uploads.start)
+    app.after_serving(uploads.close)
+    return uploads
 
 
 def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:

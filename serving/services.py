@@ -8,6 +8,7 @@ from quart import current_app
 
 from serving.ratelimit import RateLimiter
 from serving.tokens import TokenAuthority
+from serving.uploads import UploadWork
 from settings import Settings
 
 
@@ -17,6 +18,7 @@ class Services:
     engine: sa.Engine
     tokens: TokenAuthority
     limiter: RateLimiter
+    uploads: UploadWork
     # Tells the in-process pipeline worker a batch is waiting; a no-op when separate workers poll.
     wake_pipeline: Callable[[], None]
 

@@ -67,9 +67,11 @@ async def _upload(tenant_id: str, raw_batch_id: str, kind: str) -> Response:
     # 415 comes before any size limit, so look at the headers before receiving the body.
     check_media_type(content_type, content_encoding)
     body = await request.get_data(cache=False)
-    accepted = await blocking(accept_batch, services().engine, services().settings.resolved_staging_dir, tenant_id,
-                              raw_batch_id, kind, body=body, content_type=content_type,
-                              content_encoding=content_encoding, now=utc_now())
+    uploads = services().uploads
+    accepted = await uploads.complete(accept_batch(
+        services().engine, services().settings.resolved_staging_dir, tenant_id, raw_batch_id, kind, body=body,
+        content_type=content_type, content_encoding=content_encoding, now=utc_now(),
+        compute=uploads.compute, query=blocking))
     if accepted.created:
         services().wake_pipeline()
     location = _location(tenant_id, kind, accepted.batch.batch_id)
