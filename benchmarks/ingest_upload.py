@@ -117,9 +117,10 @@ def accept_in(folder: Path, sent: bytes) -> Callable[[], object]:
     upgrade(engine)
     tenant_id = create_tenant(engine, "bench", is_test=True)
     now = datetime.combine(TODAY, datetime.min.time(), UTC)
-    return lambda: asyncio.run(accept_batch(engine, settings.resolved_staging_dir, tenant_id, str(uuid.uuid4()),
-                                            SALES_FORECAST, body=sent, content_type="application/json",
-                                            content_encoding="gzip", now=now))
+    loop = asyncio.new_event_loop()  # accept_batch is a coroutine; its steps run inline here
+    return lambda: loop.run_until_complete(accept_batch(
+        engine, settings.resolved_staging_dir, tenant_id, str(uuid.uuid4()), SALES_FORECAST, body=sent,
+        content_type="application/json", content_encoding="gzip", now=now))
 
 
 def main() -> None:
