@@ -3,7 +3,8 @@
 Two paths apply one set of rules. The fast path parses once with orjson and checks every rule on columns
 (Arrow kernels, one RE2 match over all decimals joined as text, an exact decimal parse of that text by Polars);
 it builds the items table. Only when it sees any problem does the exact path walk the items in Python and list
-every error with its path; the 400 is raised from there. A test holds the two paths to the same verdicts.
+every error with its path; the 400 is raised from there. Both apply the format rules of contracts/formats.py, and
+Hypothesis properties (tests/test_ingest_properties.py) hold them to the same verdicts and the same table.
 Precedence (DESIGN.md): parse (400 BAD_REQUEST), items per batch (413), then field validation (400
 VALIDATION_ERROR).
 
@@ -404,12 +405,21 @@ def _keys(values: list[Any], required: bool) -> pa.Array | None:
     return keys
 
 
+_FIRST_DAY = (date.min - date(1970, 1, 1)).days  # 0001-01-01 as date32: Arrow also takes year 0, Python does not
+
+
 def _dates(values: list[Any]) -> pa.Array | None:
     try:
-        dates = pa.array(values, pa.string()).cast(pa.date32())  # Arrow takes exactly YYYY-MM-DD, a real day
+        text = pa.array(values, pa.string())
     except (pa.ArrowException, TypeError):
         return None
-    return None if dates.null_count else dates
+    if text.null_count or not pc.all(pc.match_substring_regex(text, formats.DATE.re2)).as_py():
+        return None
+    try:
+        dates = text.cast(pa.date32())  # a real calendar day
+    except pa.ArrowException:
+        return None
+    return dates if pc.min(dates.cast(pa.int32())).as_py() >= _FIRST_DAY else None
 
 
 def _decimals(joined: str, count: int) -> pa.Array | None:

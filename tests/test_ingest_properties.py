@@ -19,7 +19,7 @@ from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.limits import MAX_DECIMAL_PLACES, MAX_HORIZON_DAYS, MAX_HORIZON_START_AGE_DAYS
 from ingest import envelope
 from ingest.envelope import check_batch
-from tests.test_formats import DECIMALS, KEYS, near
+from tests.test_formats import DECIMALS, KEYS, examples, near
 
 TODAY = date(2026, 11, 21)
 ABSENT = object()  # a mutation that leaves the field out
@@ -184,3 +184,27 @@ def test_a_valid_batch_becomes_the_exact_reading(kind: str, data: st.DataObject)
     items = data.draw(STRATEGIES[kind])
     raw = orjson.dumps({"generatedAt": "2026-11-21T02:00:00Z", "itemCount": len(items), "items": items})
     assert check_batch(kind, raw, TODAY).items.to_pylist() == exact_reading(kind, items)
+
+
+# Value by value: each column reader of the fast path against the rule it applies.
+
+@given(KEYS)
+@settings(max_examples=200)
+def test_the_fast_path_reads_keys_by_the_rule(text: str) -> None:
+    assert (envelope._keys([text], required=True) is not None) is formats.KEY.matches(text)
+
+
+@given(DATES)
+@settings(max_examples=200)
+@examples("0000-01-01", "0001-01-01", "9999-12-31", "2024-02-29", "2026-02-29", "2026-13-01", "+2026-11-21")
+def test_the_fast_path_reads_dates_by_the_rule(text: str) -> None:
+    dates = envelope._dates([text])
+    assert (None if dates is None else dates[0].as_py()) == formats.date_value(text)
+
+
+@given(st.lists(DECIMALS, min_size=1, max_size=3))
+@settings(max_examples=200)
+def test_the_fast_path_reads_decimals_by_the_rule(texts: list[str]) -> None:
+    values = envelope._decimals("\n".join(texts), len(texts))
+    expected = [formats.decimal_value(text) for text in texts]
+    assert (None if values is None else values.to_pylist()) == (None if None in expected else expected)
