@@ -11,7 +11,6 @@ cross-field rules). The measurements alternate within each round, so drift in th
 alike, and each starts after a full garbage collection, with the collector on while it runs.
 """
 
-import asyncio
 import gc
 import gzip
 import random
@@ -117,10 +116,8 @@ def accept_in(folder: Path, sent: bytes) -> Callable[[], object]:
     upgrade(engine)
     tenant_id = create_tenant(engine, "bench", is_test=True)
     now = datetime.combine(TODAY, datetime.min.time(), UTC)
-    loop = asyncio.new_event_loop()  # accept_batch is a coroutine; its steps run inline here
-    return lambda: loop.run_until_complete(accept_batch(
-        engine, settings.resolved_staging_dir, tenant_id, str(uuid.uuid4()), SALES_FORECAST, body=sent,
-        content_type="application/json", content_encoding="gzip", now=now))
+    return lambda: accept_batch(engine, settings.resolved_staging_dir, tenant_id, str(uuid.uuid4()), SALES_FORECAST,
+                                body=sent, content_type="application/json", content_encoding="gzip", now=now)
 
 
 def main() -> None:

@@ -5,10 +5,12 @@ A batch id already taken answers before validation: 200 for the same decompresse
 of an accepted upload is never refused for a rule that depends on today's date.
 
 The work on the body (`body_digest`, `stage_upload`: decompress, hash, parse, check, write the Parquet file) needs
-no database and takes CPU for up to a second, so the app runs it in worker processes; `accept_batch` puts it in
-the contract's order around the database calls, through whichever runners it is given.
+no database and takes CPU for up to a second, so the app runs it in worker processes; `accept_upload` puts it in
+the contract's order around the database calls, through whichever runners it is given, and `accept_batch` does the
+same in the calling thread.
 """
 
+import asyncio
 import hashlib
 import uuid
 from collections.abc import Awaitable, Callable
@@ -72,14 +74,21 @@ def stage_upload(staging_dir: Path, tenant_id: str, batch_id: str, kind: str, *,
                   checked.item_count, checked.warnings)
 
 
-async def run_here(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+async def _run_here(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return function(*args, **kwargs)
 
 
-async def accept_batch(engine: sa.Engine, staging_dir: Path, tenant_id: str, raw_batch_id: str, kind: str, *,
-                       body: bytes, content_type: str | None, content_encoding: str | None, now: datetime,
-                       compute: Runner = run_here, query: Runner = run_here) -> Accepted:
-    """compute runs the work on the body, query the database calls (both here by default)."""
+def accept_batch(engine: sa.Engine, staging_dir: Path, tenant_id: str, raw_batch_id: str, kind: str, *, body: bytes,
+                 content_type: str | None, content_encoding: str | None, now: datetime) -> Accepted:
+    return asyncio.run(accept_upload(engine, staging_dir, tenant_id, raw_batch_id, kind, body=body,
+                                     content_type=content_type, content_encoding=content_encoding, now=now,
+                                     compute=_run_here, query=_run_here))
+
+
+async def accept_upload(engine: sa.Engine, staging_dir: Path, tenant_id: str, raw_batch_id: str, kind: str, *,
+                        body: bytes, content_type: str | None, content_encoding: str | None, now: datetime,
+                        compute: Runner, query: Runner) -> Accepted:
+    """compute runs the work on the body, query the database calls."""
     batch_id = canonical_batch_id(raw_batch_id)
     if existing := await query(get_batch, engine, tenant_id, batch_id):
         return _repeated(existing, kind, await compute(body_digest, body, content_type, content_encoding))

@@ -1,6 +1,5 @@
 """accept_batch when two uploads of one batch id race, or the database fails: nothing is half-stored."""
 
-import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -16,9 +15,9 @@ from tests.batches import body, envelope, forecast_item, new_batch_id
 
 def _accept(engine, staging_dir, tenant, batch_id, sku):
     raw, headers = body(envelope([forecast_item(sku)]))
-    return asyncio.run(accept_batch(engine, staging_dir, tenant, batch_id, "SALES_FORECAST", body=raw,
-                                    content_type=headers["Content-Type"],
-                                    content_encoding=headers["Content-Encoding"], now=datetime.now(UTC)))
+    return accept_batch(engine, staging_dir, tenant, batch_id, "SALES_FORECAST", body=raw,
+                        content_type=headers["Content-Type"], content_encoding=headers["Content-Encoding"],
+                        now=datetime.now(UTC))
 
 
 @pytest.mark.parametrize("same_body", [True, False])
