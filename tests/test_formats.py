@@ -6,43 +6,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings
 
 from contracts import backoffice_schema, formats
 from store.backoffice import _schema_errors
-
-# Characters at the edge of some rule: control characters, white space of several kinds, characters that are
-# neither, and the characters decimals, dates and timestamps are made of.
-EDGE_CHARACTERS = ("\x00\x01\x08\t\n\r\x1f\x7f\x85\x9f\xa0 \u1680\u2000\u200a\u200b\u2028\u2029\u202f\u205f"
-                   "\u3000\ufeff" "0159.-+eE:TZ,xé店😀")
-
-
-def near(valid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-    """Valid values and values one step from them: a character inserted, removed or replaced, the value doubled."""
-    edge = st.sampled_from(EDGE_CHARACTERS)
-
-    def insert(case: tuple[str, int, str]) -> str:
-        text, at, character = case
-        at %= len(text) + 1
-        return text[:at] + character + text[at:]
-
-    def remove(case: tuple[str, int]) -> str:
-        text, at = case
-        return text if not text else text[:at % len(text)] + text[at % len(text) + 1:]
-
-    def replace(case: tuple[str, int, str]) -> str:
-        text, at, character = case
-        return character if not text else text[:at % len(text)] + character + text[at % len(text) + 1:]
-
-    position = st.integers(min_value=0, max_value=100)
-    return st.one_of(valid, st.tuples(valid, position, edge).map(insert), st.tuples(valid, position).map(remove),
-                     st.tuples(valid, position, edge).map(replace), valid.map(lambda text: text * 2),
-                     st.text(alphabet=EDGE_CHARACTERS, max_size=70))
-
-
-def valid(rule: formats.TextFormat) -> st.SearchStrategy[str]:
-    return st.from_regex(rule.core, fullmatch=True)
+from tests.strategies import DECIMALS, KEYS, TEXTS, examples
 
 
 def re2_accepts(rule: formats.TextFormat, text: str) -> bool:
@@ -51,20 +19,6 @@ def re2_accepts(rule: formats.TextFormat, text: str) -> bool:
 
 def loader_accepts(document: dict[str, Any]) -> bool:
     return not list(_schema_errors(document))
-
-
-def examples(*values: str):
-    def decorate(test):
-        for value in values:
-            test = example(value)(test)
-        return test
-
-    return decorate
-
-
-KEYS = near(st.one_of(valid(formats.KEY), st.sampled_from(["1001", "a b", "x" * 63, "x" * 64, "x" * 65])))
-DECIMALS = near(st.one_of(valid(formats.DECIMAL), st.from_regex(r"[0-9]{0,16}(\.[0-9]{0,6})?", fullmatch=True)))
-TEXTS = near(st.text(max_size=20))
 
 
 @given(KEYS)

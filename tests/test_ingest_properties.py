@@ -19,7 +19,7 @@ from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.limits import MAX_DECIMAL_PLACES, MAX_HORIZON_DAYS, MAX_HORIZON_START_AGE_DAYS
 from ingest import envelope
 from ingest.envelope import check_batch
-from tests.test_formats import DECIMALS, KEYS, examples, near
+from tests.strategies import DECIMALS, KEYS, examples, near
 
 TODAY = date(2026, 11, 21)
 ABSENT = object()  # a mutation that leaves the field out

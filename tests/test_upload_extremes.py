@@ -8,13 +8,13 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contracts.limits import MAX_HORIZON_DAYS
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item, wait_finished
 from tests.conftest import bearer, client_of, get_token
-from tests.test_formats import DECIMALS, KEYS
+from tests.strategies import DECIMALS, KEYS, examples
 
 TODAY = datetime.now(UTC).date()
 ABSENT = object()
@@ -121,12 +121,6 @@ KNOWN = [
 ]
 
 
-def _with_examples(test):
-    for upload in KNOWN:
-        test = example(upload)(test)
-    return test
-
-
 @pytest.fixture
 def planner(http, world) -> tuple[str, dict[str, str]]:
     token = get_token(http, world, client_of(world, "demand_planning"))
@@ -137,7 +131,7 @@ def test_extreme_uploads_never_answer_5xx_and_never_stop_the_pipeline(http, plan
     base, auth = planner
     accepted: list[str] = []
 
-    @_with_examples
+    @examples(*KNOWN)
     @given(uploads())
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     def never_a_server_error(upload: tuple[str, dict[str, Any], bool]) -> None:
