@@ -21,6 +21,18 @@ class ApiError(Exception):
             body["details"] = self.details
         return body
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Uploads are checked in worker processes and their refusals cross back pickled; rebuild from the state,
+        # as the constructors of the subclasses take different arguments.
+        return _rebuilt, (type(self), self.__dict__)
+
+
+def _rebuilt(kind: type[ApiError], state: dict[str, Any]) -> ApiError:
+    error = Exception.__new__(kind)
+    Exception.__init__(error, state["message"])
+    error.__dict__.update(state)
+    return error
+
 
 class BadRequest(ApiError):
     status, code, default_message = 400, "BAD_REQUEST", "The request body could not be parsed."
@@ -75,6 +87,15 @@ class UnsupportedMediaType(ApiError):
 
 class TooManyRequests(ApiError):
     status, code, default_message = 429, "TOO_MANY_REQUESTS", "Rate limit exceeded."
+
+
+class ServiceUnavailable(ApiError):
+    """Temporarily out of capacity; SPEC's retry guidance has clients retry a 503 with backoff."""
+
+    status, code = 503, "SERVICE_UNAVAILABLE"
+
+    def __init__(self, message: str, retry_after_seconds: int) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after_seconds)})
 
 
 class InternalServerError(ApiError):

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from contracts.formats import DECIMAL
 from contracts.limits import published_limits
 
 SCOPE_PREFIXES = {
@@ -109,7 +110,7 @@ _SCHEMAS: dict[str, Any] = {
             "ecomStoreNumber": {"type": "string"}, "skuNumber": {"type": "string"}, "code": {"type": "string"}}}},
         "rejectedItemsTruncated": {"type": "boolean"},
         "warnings": {"type": "array", "items": {"type": "object", "properties": {
-            "code": {"type": "string"}, "field": {"type": "string"}, "count": {"type": "integer"},
+            "code": {"type": "string"}, "field": {"type": ["string", "null"]}, "count": {"type": "integer"},
             "message": {"type": "string"}}}},
         "errorMessage": {"type": ["string", "null"]}}},
     "Envelope": {"type": "object", "required": ["generatedAt", "itemCount", "items"], "properties": {
@@ -130,7 +131,7 @@ _SCHEMAS: dict[str, Any] = {
             "properties": {"retailStoreNumber": {"type": "string"}, "skuNumber": {"type": "string"},
                            "reorderPoint": _ref("DecimalString"), "maximumInventory": _ref("DecimalString"),
                            "ext": {"type": "object"}}}}}}]},
-    "DecimalString": {"type": "string", "pattern": "^[0-9]{1,14}(\\.[0-9]{1,4})?$", "examples": ["12", "0.5"]},
+    "DecimalString": {"type": "string", "pattern": DECIMAL.json_schema, "examples": ["12", "0.5"]},
     "SalesForecast": {"type": "object", "properties": {
         "retailStoreNumber": {"type": ["string", "null"]}, "ecomStoreNumber": {"type": ["string", "null"]},
         "skuNumber": {"type": "string"}, "horizonStartDate": {"type": "string", "format": "date"},
@@ -184,7 +185,9 @@ def _batch_operations(envelope: str, noun: str) -> dict[str, Any]:
                           "nothing stored."),
             "409": _error("BATCH_ID_REUSED: the id was used for a different payload."),
             "413": _error("LIMIT_EXCEEDED: details.limit, max and received."),
-            "415": _error("UNSUPPORTED_MEDIA_TYPE: not application/json, or an encoding other than gzip.")},
+            "415": _error("UNSUPPORTED_MEDIA_TYPE: not application/json, or an encoding other than gzip."),
+            "503": _error("SERVICE_UNAVAILABLE: too many uploads are being checked; retry after Retry-After "
+                          "seconds with the same batch id and body.")},
         requestBody={"required": True, "content": {"application/json": {"schema": _ref(envelope)}}},
         parameters=[{"name": "Content-Encoding", "in": "header", "required": False,
                      "schema": {"enum": ["gzip", "identity"]}}])

@@ -3,35 +3,37 @@
 Two paths apply one set of rules. The fast path parses once with orjson and checks every rule on columns
 (Arrow kernels, one RE2 match over all decimals joined as text, an exact decimal parse of that text by Polars);
 it builds the items table. Only when it sees any problem does the exact path walk the items in Python and list
-every error with its path; the 400 is raised from there. A test holds the two paths to the same verdicts.
+every error with its path; the 400 is raised from there. Both apply the format rules of contracts/formats.py, and
+Hypothesis properties (tests/test_ingest_properties.py) hold them to the same verdicts and the same table.
 Precedence (DESIGN.md): parse (400 BAD_REQUEST), items per batch (413), then field validation (400
 VALIDATION_ERROR).
 
-Decisions SPEC.md leaves open:
+Decisions SPEC.md leaves open (the format rules of keys, decimals, dates and timestamps are in contracts/formats.py):
 - A JSON number where a decimal, date or timestamp is expected gets that format's code (INVALID_DECIMAL,
   INVALID_DATE, INVALID_TIMESTAMP) with a message saying it is sent as a string: the likely mistake (the API
   used to take epoch seconds). A boolean, object or array there is INVALID_TYPE.
 - A null quantity is INVALID_DECIMAL (a day without a forecast is "0"); a null field is MISSING_FIELD.
-- Decimals are plain: digits, optionally a point and 1 to 4 digits; at most 14 digits before the point
-  (DECIMAL(18,4)). No sign, exponent, spaces or leading/trailing point.
-- Business keys (store numbers, skuNumber) are 1 to 64 characters (the store keeps String(64)); an empty or
-  longer key is INVALID_TYPE, the code SPEC.md gives an empty key.
-- Integers (itemCount, batchIndex, batchTotal) are JSON integers; 1.0 is INVALID_TYPE.
-- generatedAt is YYYY-MM-DDTHH:MM[:SS[.fraction]] with Z or ±HH:MM.
+- A key that breaks the key rule (empty, too long, a control character, white space at an end) is INVALID_TYPE,
+  the code SPEC.md gives an empty key. An item's business keys are echoed in its errors when they are at most
+  64 characters long, so a huge bad key is not repeated in every error of its item.
+- Integers (itemCount, batchIndex, batchTotal) are JSON integers; 1.0 is INVALID_TYPE. batchTotal is at most
+  2^31-1 (the store's INTEGER; BATCH_INDEX_RANGE), which bounds batchIndex; itemCount equals the item count.
+- A generatedAt whose instant in UTC falls outside years 1 to 9999 is INVALID_TIMESTAMP.
 - STORE_KEY_SHAPE is reported at items[i] for a forecast (the pair is wrong) and at
   items[i].ecomStoreNumber for a replenishment parameter (retail stores only).
 - DUPLICATE_KEY_IN_BATCH is reported on every later item with the key, naming the first one's index.
 - Unknown fields (envelope and item level, not inside ext) are warnings, one per name with the number of
-  objects carrying it; they are returned with a valid batch only, as the 400 body has no place for them.
+  objects carrying it; they are returned with a valid batch only, as the 400 body has no place for them. The first
+  MAX_WARNINGS_LISTED names are listed (a name cut to 100 characters); a final warning WARNINGS_TRUNCATED
+  (field null) counts the names not listed.
 """
 
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from itertools import repeat
+from itertools import islice, repeat
 from typing import Any, TypeVar
 
 import orjson
@@ -39,6 +41,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from contracts import formats
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.errors import BadRequest, LimitExceeded, ValidationFailed
 from contracts.limits import (
@@ -47,11 +50,10 @@ from contracts.limits import (
     MAX_HORIZON_START_AGE_DAYS,
     MAX_ITEMS_PER_BATCH,
     MAX_VALIDATION_ERRORS_LISTED,
+    MAX_WARNINGS_LISTED,
 )
 
-MAX_KEY_LENGTH = 64  # store and SKU numbers are String(64) in the store
-DECIMAL = pa.decimal128(18, MAX_DECIMAL_PLACES)  # DECIMAL(18,4) in the store
-_INTEGER_DIGITS = DECIMAL.precision - DECIMAL.scale
+DECIMAL = pa.decimal128(formats.DECIMAL_PRECISION, MAX_DECIMAL_PLACES)  # DECIMAL(18,4) in the store
 
 FORECAST_ITEMS_SCHEMA = pa.schema([
     pa.field("item_index", pa.int32(), nullable=False),
@@ -161,20 +163,13 @@ def _shown(value: object) -> str:
 
 # --- value rules, shared by the envelope and the exact path ----------------------------------------------------
 
-_DECIMAL_TEXT = rf"[0-9]{{1,{_INTEGER_DIGITS}}}(?:\.[0-9]{{1,{MAX_DECIMAL_PLACES}}})?"
-_DECIMAL_RE = re.compile(_DECIMAL_TEXT)
-_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_TIMESTAMP_RE = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:[0-9]{2})")
+T = TypeVar("T")
 
 
-def _text_format(value: object, pattern: re.Pattern[str], parse: Callable[[str], Any], code: str, shape: str) -> Any:
-    if type(value) is str and pattern.fullmatch(value):
-        try:
-            return parse(value)
-        except ValueError:
-            pass
+def _text_format(value: object, parse: Callable[[str], T | None], code: str, shape: str) -> T:
     if type(value) is str:
+        if (parsed := parse(value)) is not None:
+            return parsed
         raise _Invalid(code, f"is {_shown(value)}, not {shape}.")
     if type(value) in (int, float):
         raise _Invalid(code, f"is the number {_shown(value)}; it is sent as a string: {shape}.")
@@ -182,27 +177,24 @@ def _text_format(value: object, pattern: re.Pattern[str], parse: Callable[[str],
 
 
 def _timestamp(value: object) -> datetime:
-    return _text_format(value, _TIMESTAMP_RE, datetime.fromisoformat, "INVALID_TIMESTAMP",
-                        "an ISO 8601 timestamp with an offset such as 2026-11-21T02:00:00Z")
+    return _text_format(value, formats.timestamp_value, "INVALID_TIMESTAMP", formats.TIMESTAMP_SHAPE)
 
 
 def _date(value: object) -> date:
-    return _text_format(value, _DATE_RE, date.fromisoformat, "INVALID_DATE", "a calendar date YYYY-MM-DD")
+    return _text_format(value, formats.date_value, "INVALID_DATE", formats.DATE_SHAPE)
 
 
 def _decimal(value: object) -> Decimal:
     if value is None:
         raise _Invalid("INVALID_DECIMAL", 'is null; a day without a forecast is sent as "0".')
-    return _text_format(value, _DECIMAL_RE, Decimal, "INVALID_DECIMAL",
-                        f"a non-negative decimal with at most {_INTEGER_DIGITS} digits before the point and "
-                        f'{MAX_DECIMAL_PLACES} after it, such as "12.5"')
+    return _text_format(value, formats.decimal_value, "INVALID_DECIMAL", formats.DECIMAL_SHAPE)
 
 
 def _key(value: object) -> str:
     if type(value) is not str:
         raise _Invalid("INVALID_TYPE", f"must be a string, not {_json_type(value)}.")
-    if not 1 <= len(value) <= MAX_KEY_LENGTH:
-        raise _Invalid("INVALID_TYPE", f"must be 1 to {MAX_KEY_LENGTH} characters long, not {len(value)}.")
+    if (problem := formats.key_problem(value)) is not None:
+        raise _Invalid("INVALID_TYPE", problem)
     return value
 
 
@@ -216,9 +208,6 @@ def _object(value: object) -> dict[str, Any]:
     if type(value) is not dict:
         raise _Invalid("INVALID_TYPE", f"must be an object, not {_json_type(value)}.")
     return value
-
-
-T = TypeVar("T")
 
 
 def _checked(value: object, rule: Callable[[object], T], path: str, name: str, errors: _Errors,
@@ -257,8 +246,9 @@ def _check_envelope(document: dict[str, Any], errors: _Errors) -> tuple[datetime
     if index_set != total_set:
         missing = "batchTotal" if index_set else "batchIndex"
         errors.add(missing, "BATCH_INDEX_SHAPE", f"batchIndex and batchTotal are set together; {missing} is missing.")
-    elif batch_total is not None and batch_total < 1:
-        errors.add("batchTotal", "BATCH_INDEX_RANGE", f"batchTotal must be at least 1, not {batch_total}.")
+    elif batch_total is not None and not 1 <= batch_total <= formats.MAX_INTEGER:
+        errors.add("batchTotal", "BATCH_INDEX_RANGE",
+                   f"batchTotal must be within 1..{formats.MAX_INTEGER}, not {batch_total}.")
     elif batch_index is not None and batch_total is not None and not 1 <= batch_index <= batch_total:
         errors.add("batchIndex", "BATCH_INDEX_RANGE", f"batchIndex must be within 1..{batch_total}, not {batch_index}.")
     if item_count is not None and items is not None and item_count != len(items):
@@ -272,13 +262,24 @@ def _array(value: object) -> list[Any]:
     return value
 
 
+_MAX_FIELD_NAME_SHOWN = 100
+
+
 def _unknown_fields(document: dict[str, Any], items: list[dict[str, Any]], item_fields: frozenset[str]
                     ) -> list[dict[str, Any]]:
     found = Counter(name for name in document if name not in _ENVELOPE_FIELDS)
     if not set().union(*items) <= item_fields:  # one C-level pass; counting only when there is something
         found.update(f"items[].{name}" for item in items for name in item if name not in item_fields)
-    return [{"code": "UNKNOWN_FIELD", "field": field, "count": count,
-             "message": f"Unknown field {field} was ignored ({count} time(s))."} for field, count in found.items()]
+    warnings = []
+    for name, count in islice(found.items(), MAX_WARNINGS_LISTED):
+        field = name if len(name) <= _MAX_FIELD_NAME_SHOWN else name[:_MAX_FIELD_NAME_SHOWN] + "…"
+        warnings.append({"code": "UNKNOWN_FIELD", "field": field, "count": count,
+                         "message": f"Unknown field {field} was ignored ({count} time(s))."})
+    if (unlisted := len(found) - MAX_WARNINGS_LISTED) > 0:
+        warnings.append({"code": "WARNINGS_TRUNCATED", "field": None, "count": unlisted,
+                         "message": f"{unlisted} more unknown field name(s) were ignored; only the first "
+                                    f"{MAX_WARNINGS_LISTED} are listed."})
+    return warnings
 
 
 # --- exact path: every error with its path -------------------------------------------------------------------
@@ -290,7 +291,9 @@ def _item_prefix(index: int, item: object, errors: _Errors) -> tuple[str, dict[s
     if type(item) is not dict:
         errors.add(f"items[{index}]", "INVALID_TYPE", f"items[{index}] must be an object, not {_json_type(item)}.")
         return None
-    return f"items[{index}].", {name: item[name] for name in _KEY_FIELDS if type(item.get(name)) is str}
+    keys = {name: item[name] for name in _KEY_FIELDS
+            if type(item.get(name)) is str and len(item[name]) <= formats.MAX_KEY_LENGTH}
+    return f"items[{index}].", keys
 
 
 def _check_duplicate(key: tuple[str | None, ...], index: int, seen: dict[tuple[str | None, ...], int],
@@ -342,7 +345,7 @@ def _check_quantities(item: dict[str, Any], prefix: str, keys: dict[str, str], e
         errors.add(path, "HORIZON_TOO_LONG",
                    f"quantities has {len(quantities)} days, more than maxHorizonDays ({MAX_HORIZON_DAYS}).", keys)
     for day, quantity in enumerate(quantities):
-        if type(quantity) is str and _DECIMAL_RE.fullmatch(quantity):
+        if type(quantity) is str and formats.DECIMAL.matches(quantity):
             continue
         if errors.full:  # only counted from here: a batch may hold over a million bad quantities
             errors.count += 1
@@ -374,7 +377,7 @@ def _exact_replenishment(items: list[Any], today: date, errors: _Errors) -> None
 
 # --- fast path: columns and vectorised rules; None means "let the exact path say what is wrong" ----------------
 
-_DECIMALS_RE = f"^(?:{_DECIMAL_TEXT}\n)*{_DECIMAL_TEXT}$"
+_DECIMALS_RE = f"^(?:{formats.DECIMAL.re2_core}\n)*{formats.DECIMAL.re2_core}$"
 _FORECAST_FIELDS = ("retailStoreNumber", "ecomStoreNumber", "skuNumber", "horizonStartDate", "horizonEndDate",
                     "quantities")
 _REPLENISHMENT_FIELDS = ("retailStoreNumber", "ecomStoreNumber", "skuNumber", "reorderPoint", "maximumInventory")
@@ -397,18 +400,26 @@ def _keys(values: list[Any], required: bool) -> pa.Array | None:
         return None
     if required and keys.null_count:
         return None
-    lengths = pc.min_max(pc.utf8_length(keys)).as_py()  # None when every key is null
-    if lengths["min"] is not None and not (lengths["min"] >= 1 and lengths["max"] <= MAX_KEY_LENGTH):
+    if not pc.all(pc.match_substring_regex(keys, formats.KEY.re2), min_count=0).as_py():  # nulls are skipped
         return None
     return keys
 
 
+_FIRST_DAY = (date.min - date(1970, 1, 1)).days  # 0001-01-01 as date32: Arrow also takes year 0, Python does not
+
+
 def _dates(values: list[Any]) -> pa.Array | None:
     try:
-        dates = pa.array(values, pa.string()).cast(pa.date32())  # Arrow takes exactly YYYY-MM-DD, a real day
+        text = pa.array(values, pa.string())
     except (pa.ArrowException, TypeError):
         return None
-    return None if dates.null_count else dates
+    if text.null_count or not pc.all(pc.match_substring_regex(text, formats.DATE.re2)).as_py():
+        return None
+    try:
+        dates = text.cast(pa.date32())  # a real calendar day
+    except pa.ArrowException:
+        return None
+    return dates if pc.min(dates.cast(pa.int32())).as_py() >= _FIRST_DAY else None
 
 
 def _decimals(joined: str, count: int) -> pa.Array | None:

@@ -31,6 +31,7 @@ from serving.secret_verifier import SecretVerifier
 from serving.services import Services
 from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
+from serving.uploads import UploadWork
 from settings import Settings
 from store.audit import AuditWriter
 from store.ids import new_id
@@ -59,6 +60,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         secret_verifier=secret_verifier,
         token_attempts=TokenAttemptLimits(limiter, settings.token_attempts_per_minute_per_address,
                                           settings.token_attempts_per_minute_per_client),
+        uploads=_attach_upload_work(app, settings),
         wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None)
 
     @app.before_serving
@@ -105,6 +107,14 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
                       demand_planning.blueprint):
         app.register_blueprint(blueprint)
     return app
+
+
+def _attach_upload_work(app: Quart, settings: Settings) -> UploadWork:
+    """The worker processes that check uploads live as long as the app serves."""
+    uploads = UploadWork(settings.upload_processes, settings.max_concurrent_uploads, settings.upload_wait_seconds)
+    app.before_serving(uploads.start)
+    app.after_serving(uploads.close)
+    return uploads
 
 
 def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:

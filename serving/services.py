@@ -11,6 +11,7 @@ from serving.ratelimit import RateLimiter
 from serving.secret_verifier import SecretVerifier
 from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
+from serving.uploads import UploadWork
 from settings import Settings
 from store.audit import AuditWriter
 
@@ -26,6 +27,7 @@ class Services:
     token_attempts: TokenAttemptLimits
     authenticator: Authenticator
     audit: AuditWriter
+    uploads: UploadWork
     # Tells the in-process pipeline worker a batch is waiting; a no-op when separate workers poll.
     wake_pipeline: Callable[[], None]
 

@@ -3,7 +3,7 @@
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import NonNegativeFloat, PositiveInt, SecretStr, model_validator
+from pydantic import Field, NonNegativeFloat, PositiveInt, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import RATE_LIMIT_PER_MINUTE
@@ -37,6 +37,13 @@ class Settings(BaseSettings):
     batch_retention_days: int = 90
     audit_retention_days: int = 90
     retention_interval_seconds: float = 3600.0
+    # Worker processes that decompress, parse, check and stage uploads, off the API's event loop. 0 runs that
+    # work in threads of the API process instead, where a large batch stalls the loop (a benchmark baseline).
+    upload_processes: int = Field(default=2, ge=0)
+    # Uploads being checked (or waiting for a worker process) at once; one more waits for a place up to
+    # upload_wait_seconds, then gets 503 with Retry-After.
+    max_concurrent_uploads: int = Field(default=4, ge=1)
+    upload_wait_seconds: float = Field(default=10.0, ge=0)
     # The public base address, used as token issuer; empty means http://HOST:PORT of `pia serve`.
     issuer: str = ""
     token_lifetime_seconds: int = 3600

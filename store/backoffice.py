@@ -4,18 +4,18 @@ The document is keyed on business keys. Ids are generated on first insert only a
 when one of its values differs, so loading the same document twice changes nothing.
 """
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from importlib import resources
 from typing import Any
 
 import sqlalchemy as sa
 from jsonschema import Draft202012Validator
 
+from contracts import backoffice_schema
+from contracts.formats import DECIMAL, DECIMAL_SHAPE, KEY, TEXT, decimal_value, key_problem
 from store.ids import new_id, utc_now
 from store.schema import (
     assortment_lines,
@@ -29,9 +29,13 @@ from store.schema import (
     store_assortment_lines,
 )
 
-_SCHEMA = json.loads(resources.files("contracts").joinpath("backoffice.schema.json").read_text("utf-8"))
-_VALIDATOR = Draft202012Validator(_SCHEMA)
-_DECIMAL = re.compile(_SCHEMA["$defs"]["decimal"]["pattern"])
+_VALIDATOR = Draft202012Validator(backoffice_schema.schema())
+# A format rule's own words instead of jsonschema's, which quote the whole pattern.
+_PATTERN_PROBLEMS = {
+    KEY.json_schema: key_problem,
+    TEXT.json_schema: lambda text: "must not contain control characters.",
+    DECIMAL.json_schema: lambda text: f"must be {DECIMAL_SHAPE}.",
+}
 
 Parts = tuple[str | int, ...]
 Entry = tuple[Parts, dict[str, Any]]
@@ -133,6 +137,9 @@ def _schema_errors(document: Any) -> Iterator[DocumentError]:
         elif error.validator == "additionalProperties":
             for name in sorted(set(error.instance) - set(error.schema.get("properties", {}))):
                 yield DocumentError(_path((*parts, name)), "unknown field")
+        elif error.validator == "pattern" and error.validator_value in _PATTERN_PROBLEMS:
+            problem = _PATTERN_PROBLEMS[error.validator_value](error.instance)
+            yield DocumentError(_path(parts), f"{error.instance!r} {problem}")
         else:
             yield DocumentError(_path(parts), error.message)
 
@@ -221,7 +228,7 @@ def _known_keys(conn: sa.Connection, tenant_id: str, document: Any) -> dict[str,
 
 
 def _decimal(value: Any) -> Decimal | None:
-    return Decimal(value) if isinstance(value, str) and _DECIMAL.fullmatch(value) else None
+    return decimal_value(value) if isinstance(value, str) else None
 
 
 def _threshold_errors(document: Any) -> Iterator[DocumentError]:

@@ -1,10 +1,11 @@
 """Shared fixtures: the store on both backends, a real server over a socket, tenants with data."""
 
 import asyncio
+import concurrent.futures
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from store.migrate import upgrade
 from store.secrets import new_secret_key
 
 ENV = Settings()
+T = TypeVar("T")
 BACKENDS = ("duckdb", "postgresql")
 T = TypeVar("T")
 
@@ -146,6 +148,10 @@ class LiveServer:
     def stop(self) -> None:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=15)
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run a coroutine on the server's event loop (to reach the app's own objects from a test)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
 
 @pytest.fixture(scope="session")

@@ -187,6 +187,29 @@ def test_invalid_document_lists_every_problem_and_writes_nothing(engine: sa.Engi
     assert snapshot(engine, tenant) == before
 
 
+def test_format_rules_are_the_uploads(engine: sa.Engine, tenant: str) -> None:
+    """Decimals may have leading zeros; keys may not have white space at an end or a control character anywhere,
+    and no free text may hold a control character (PostgreSQL cannot store a NUL)."""
+    document = small_document()
+    document["storeAssortmentLines"][0] |= {"reorderPoint": "003.50", "maximumInventory": "0012"}
+    load_document(engine, tenant, document)
+    with engine.connect() as conn:
+        line = store_assortment_lines.c
+        assert conn.execute(sa.select(line.reorder_point, line.maximum_inventory)
+                            .where(line.tenant_id == tenant)).one() == (Decimal("3.5"), 12)
+    before = snapshot(engine, tenant)
+    broken = small_document()
+    broken["skus"][0]["number"] = "200000 "
+    broken["skus"][1]["number"] = "2000\x0001"
+    broken["companies"][0]["name"] = "Nordlys\x00"
+    broken["retailStores"][0]["visitAddress"]["city"] = "Troms\nø"
+    with pytest.raises(DocumentInvalid) as raised:
+        load_document(engine, tenant, broken)
+    assert [error.path for error in raised.value.errors if "names no" not in error.message] == [
+        "companies[0].name", "retailStores[0].visitAddress.city", "skus[0].number", "skus[1].number"]
+    assert snapshot(engine, tenant) == before
+
+
 def test_references_may_name_rows_already_held(engine: sa.Engine, tenant: str) -> None:
     load_document(engine, tenant, small_document())
     later = {"retailStores": [{"number": "1003", "name": "Nordlys Alta", "companyNumber": "C1",

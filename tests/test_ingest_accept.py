@@ -1,8 +1,9 @@
-"""accept_batch when two uploads of one batch id race: the loser stores nothing of its own."""
+"""accept_batch when two uploads of one batch id race, or the database fails: nothing is half-stored."""
 
 from datetime import UTC, datetime
 
 import pytest
+import sqlalchemy as sa
 
 from contracts.errors import BatchIdReused
 from ingest import accept as accept_module
@@ -41,3 +42,17 @@ def test_the_loser_of_a_race_keeps_nothing_of_its_own(engine, settings, monkeypa
     assert len(lookups) == 2  # the race path was taken: a miss, then the winner's row
     staged = [f"{tenant}/{path.name}" for path in (staging / tenant).iterdir()]
     assert staged == [get_batch(engine, tenant, batch_id).staged_path]
+
+
+def test_an_upload_the_database_fails_to_record_leaves_no_file(engine, settings, monkeypatch) -> None:
+    tenant = create_tenant(engine, "record fails", is_test=True)
+
+    def database_gone(*args):
+        raise sa.exc.OperationalError("INSERT INTO batches", {}, ConnectionError("server closed the connection"))
+
+    monkeypatch.setattr(accept_module, "record_batch", database_gone)  # a real outage cannot be timed here
+    batch_id = new_batch_id()
+    with pytest.raises(sa.exc.OperationalError):
+        _accept(engine, settings.resolved_staging_dir, tenant, batch_id, "100001")
+    assert get_batch(engine, tenant, batch_id) is None
+    assert not list((settings.resolved_staging_dir / tenant).iterdir())  # staged, then removed

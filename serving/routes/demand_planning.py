@@ -13,7 +13,7 @@ from quart import Blueprint, Response, g, request
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.errors import NotFound, ValidationFailed
 from contracts.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, published_limits
-from ingest.accept import accept_batch, canonical_batch_id
+from ingest.accept import accept_upload, canonical_batch_id
 from ingest.body import check_media_type
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
@@ -67,9 +67,11 @@ async def _upload(tenant_id: str, raw_batch_id: str, kind: str) -> Response:
     # 415 comes before any size limit, so look at the headers before receiving the body.
     check_media_type(content_type, content_encoding)
     body = await request.get_data(cache=False)
-    accepted = await blocking(accept_batch, services().engine, services().settings.resolved_staging_dir, tenant_id,
-                              raw_batch_id, kind, body=body, content_type=content_type,
-                              content_encoding=content_encoding, now=utc_now())
+    uploads = services().uploads
+    accepted = await uploads.complete(accept_upload(
+        services().engine, services().settings.resolved_staging_dir, tenant_id, raw_batch_id, kind, body=body,
+        content_type=content_type, content_encoding=content_encoding, now=utc_now(),
+        compute=uploads.compute, query=blocking))
     if accepted.created:
         services().wake_pipeline()
     location = _location(tenant_id, kind, accepted.batch.batch_id)
