@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from contracts.errors import BatchIdReused, ValidationFailed
 from ingest.body import decompress_body
 from ingest.envelope import check_batch
-from store.batches import NewBatch, get_batch, record_batch
+from store.batches import StagedBatch, get_batch, record_batch
 from store.staging import stage_items, staged_name
 
 Runner = Callable[..., Awaitable[Any]]  # runs function(*args, **kwargs) somewhere and returns its result
@@ -34,19 +34,6 @@ Runner = Callable[..., Awaitable[Any]]  # runs function(*args, **kwargs) somewhe
 class Accepted:
     batch: sa.Row  # as recorded; the HTTP layer renders its status
     created: bool  # False: the same upload was accepted before
-
-
-@dataclass(frozen=True)
-class Staged:
-    """A checked upload whose items are staged; small, as it crosses back from a worker process."""
-
-    body_sha256: str
-    staged_path: str
-    generated_at: datetime
-    batch_index: int | None
-    batch_total: int | None
-    item_count: int
-    warnings: list[dict[str, Any]]
 
 
 def canonical_batch_id(raw: str) -> str:
@@ -64,13 +51,13 @@ def body_digest(body: bytes, content_type: str | None, content_encoding: str | N
 
 
 def stage_upload(staging_dir: Path, tenant_id: str, batch_id: str, kind: str, *, body: bytes,
-                 content_type: str | None, content_encoding: str | None, today: date) -> Staged:
+                 content_type: str | None, content_encoding: str | None, today: date) -> StagedBatch:
     decompressed = decompress_body(body, content_type, content_encoding)
     body_sha256 = hashlib.sha256(decompressed).hexdigest()
     checked = check_batch(kind, decompressed, today)
     name = staged_name(tenant_id, batch_id, body_sha256)
     stage_items(staging_dir, name, checked.items)
-    return Staged(body_sha256, name, checked.generated_at, checked.batch_index, checked.batch_total,
+    return StagedBatch(body_sha256, name, checked.generated_at, checked.batch_index, checked.batch_total,
                   checked.item_count, checked.warnings)
 
 
@@ -104,14 +91,10 @@ def _repeated(row: sa.Row, kind: str, body_sha256: str) -> Accepted:
     return Accepted(row, created=False)
 
 
-def _record(engine: sa.Engine, staging_dir: Path, tenant_id: str, batch_id: str, kind: str, staged: Staged,
+def _record(engine: sa.Engine, staging_dir: Path, tenant_id: str, batch_id: str, kind: str, staged: StagedBatch,
             now: datetime) -> Accepted:
-    batch = NewBatch(batch_id=batch_id, kind=kind, body_sha256=staged.body_sha256, staged_path=staged.staged_path,
-                     generated_at=staged.generated_at, batch_index=staged.batch_index,
-                     batch_total=staged.batch_total, item_count=staged.item_count, warnings=staged.warnings,
-                     received_time=now)
     try:
-        recorded = record_batch(engine, tenant_id, batch)
+        recorded = record_batch(engine, tenant_id, batch_id, kind, staged, received_time=now)
     except sa.exc.SQLAlchemyError:
         _discard_unrecorded(engine, staging_dir, tenant_id, batch_id, staged.staged_path)
         raise

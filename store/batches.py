@@ -17,9 +17,9 @@ FINISHED = (COMPLETED, COMPLETED_WITH_REJECTED_ITEMS, FAILED)
 
 
 @dataclass(frozen=True)
-class NewBatch:
-    batch_id: str
-    kind: str
+class StagedBatch:
+    """A checked upload whose items are staged: what its batch row records of the body."""
+
     body_sha256: str
     staged_path: str
     generated_at: datetime
@@ -27,20 +27,20 @@ class NewBatch:
     batch_total: int | None
     item_count: int
     warnings: list[dict[str, Any]]
-    received_time: datetime
 
 
 def _key(tenant_id: str, batch_id: str) -> sa.ColumnElement[bool]:
     return sa.and_(batches.c.tenant_id == tenant_id, batches.c.batch_id == batch_id)
 
 
-def record_batch(engine: sa.Engine, tenant_id: str, batch: NewBatch) -> bool:
+def record_batch(engine: sa.Engine, tenant_id: str, batch_id: str, kind: str, batch: StagedBatch,
+                 received_time: datetime) -> bool:
     """Record an accepted batch as PENDING; False when the id is already taken (a concurrent upload)."""
     values = {
-        "tenant_id": tenant_id, "batch_id": batch.batch_id, "kind": batch.kind, "body_sha256": batch.body_sha256,
+        "tenant_id": tenant_id, "batch_id": batch_id, "kind": kind, "body_sha256": batch.body_sha256,
         "staged_path": batch.staged_path, "generated_at": batch.generated_at, "batch_index": batch.batch_index,
         "batch_total": batch.batch_total, "item_count": batch.item_count, "progress": PENDING,
-        "received_time": batch.received_time, "rejected_items_truncated": False,
+        "received_time": received_time, "rejected_items_truncated": False,
         "warnings": orjson.dumps(batch.warnings).decode(), "attempts": 0,
     }
     try:

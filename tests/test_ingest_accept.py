@@ -47,7 +47,7 @@ def test_the_loser_of_a_race_keeps_nothing_of_its_own(engine, settings, monkeypa
 def test_an_upload_the_database_fails_to_record_leaves_no_file(engine, settings, monkeypatch) -> None:
     tenant = create_tenant(engine, "record fails", is_test=True)
 
-    def database_gone(*args):
+    def database_gone(*args, **kwargs):
         raise sa.exc.OperationalError("INSERT INTO batches", {}, ConnectionError("server closed the connection"))
 
     monkeypatch.setattr(accept_module, "record_batch", database_gone)  # a real outage cannot be timed here
