@@ -42,6 +42,15 @@ class ValidationFailed(ApiError):
     status, code, default_message = 400, "VALIDATION_ERROR", "The request failed validation."
 
 
+class InvalidRequest(ApiError):
+    """E-commerce validation: every problem at once, each {"path","code","message"}, in details.errors."""
+
+    status, code = 400, "INVALID_REQUEST"
+
+    def __init__(self, errors: list[dict[str, str]], message: str | None = None) -> None:
+        super().__init__(message or f"The request has {len(errors)} problem(s).", {"errors": errors})
+
+
 class Unauthorized(ApiError):
     status, code, default_message = 401, "UNAUTHORIZED", "A valid bearer token is required."
 
@@ -59,6 +68,14 @@ class NotFound(ApiError):
     status, code, default_message = 404, "NOT_FOUND", "No such resource."
 
 
+class SkuNotFound(NotFound):
+    code, default_message = "SKU_NOT_FOUND", "The SKU is not in the eCom store's assortment."
+
+
+class CustomerNotFound(NotFound):
+    code, default_message = "CUSTOMER_NOT_FOUND", "No such customer."
+
+
 class MethodNotAllowed(ApiError):
     status, code, default_message = 405, "METHOD_NOT_ALLOWED", "The method is not allowed on this resource."
 
@@ -69,6 +86,10 @@ class Conflict(ApiError):
 
 class BatchIdReused(Conflict):
     code, default_message = "BATCH_ID_REUSED", "The batch id was already used for a different payload."
+
+
+class CustomerConflict(Conflict):
+    code, default_message = "CUSTOMER_CONFLICT", "Another customer already has this e-mail address or phone."
 
 
 class LimitExceeded(ApiError):

@@ -53,6 +53,10 @@ companies = sa.Table(
     sa.Column("number", sa.String(64), nullable=False),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("currency_iso_code", sa.String(3), nullable=False),
+    # The company's base prices: what an eCom store without a price list of its own sells at.
+    _ref("base_price_list_id", nullable=True),
+    # The VAT rate (percent) of freight on orders.
+    _decimal("freight_vat_rate"),
     sa.UniqueConstraint("tenant_id", "number"),
 )
 
@@ -107,7 +111,65 @@ ecom_stores = sa.Table(
     sa.Column("number", sa.String(64), nullable=False),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("released", sa.Boolean, nullable=False),
+    # The assortment, like a retail store's: a SKU is visible when a line of either holds it.
+    _ref("base_assortment_id", nullable=True),
+    _ref("local_assortment_id", nullable=True),
+    # Consumer prices; null means the company's base price list.
+    _ref("price_list_id", nullable=True),
+    sa.Column("lead_time_days", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("payment_capture_enabled", sa.Boolean, nullable=False, server_default=sa.false()),
+    # The customer of orders sent without customerId.
+    _ref("default_customer_id", nullable=True),
     sa.UniqueConstraint("tenant_id", "number"),
+)
+
+# The warehouses that ship an eCom store's orders, in the order they are tried.
+ecom_store_warehouses = sa.Table(
+    "ecom_store_warehouses",
+    metadata,
+    _tenant(),
+    sa.Column("ecom_store_id", sa.String(36), primary_key=True),
+    sa.Column("warehouse_id", sa.String(36), primary_key=True),
+    sa.Column("priority", sa.Integer, nullable=False),
+)
+
+# Where an eCom store's change events go (delivered by the events work). The secret (Service Bus shared access
+# key or webhook signing secret) is sealed by store/secrets.py and never returned.
+ecom_store_event_destinations = sa.Table(
+    "ecom_store_event_destinations",
+    metadata,
+    _tenant(),
+    sa.Column("ecom_store_id", sa.String(36), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # SERVICE_BUS or WEBHOOK
+    sa.Column("endpoint", sa.String(1000), nullable=False),  # namespace host name, or the webhook URL
+    sa.Column("entity_path", sa.String(260)),  # queue or topic (Service Bus only)
+    sa.Column("shared_access_key_name", sa.String(256)),  # policy name (Service Bus only)
+    sa.Column("sealed_secret", sa.Text, nullable=False),
+    _instant("modified_time"),
+)
+
+warehouses = sa.Table(
+    "warehouses",
+    metadata,
+    _id(),
+    _tenant(),
+    _ref("company_id"),
+    sa.Column("number", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.UniqueConstraint("tenant_id", "number"),
+)
+
+# Stock per location (a warehouse or a retail store; their ids never collide) and SKU.
+stock_levels = sa.Table(
+    "stock_levels",
+    metadata,
+    _tenant(),
+    sa.Column("location_id", sa.String(36), primary_key=True),
+    sa.Column("sku_id", sa.String(36), primary_key=True),
+    _decimal("on_hand", nullable=False),
+    _decimal("reserved", nullable=False),
+    _instant("modified_time"),
+    sa.Index(None, "tenant_id", "sku_id"),
 )
 
 loyalty_programs = sa.Table(
@@ -117,6 +179,8 @@ loyalty_programs = sa.Table(
     _tenant(),
     sa.Column("code", sa.String(64), nullable=False),
     sa.Column("name", sa.String(200), nullable=False),
+    # The company whose currency the program counts in; null on programs loaded before revision 0006.
+    _ref("company_id", nullable=True),
     sa.UniqueConstraint("tenant_id", "code"),
 )
 
@@ -128,6 +192,78 @@ loyalty_program_stores = sa.Table(
     sa.Column("retail_store_id", sa.String(36), primary_key=True),
 )
 
+# The 12 reference lists of GET /product_schema/*, one table: `list_name` is the route's last segment
+# (brands, product_colors, sizes, dynamic_attributes_options, ...). Columns beyond code and name belong to
+# one list each.
+reference_entries = sa.Table(
+    "reference_entries",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("list_name", sa.String(40), nullable=False),
+    sa.Column("code", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("color_code", sa.String(16)),  # product_colors
+    sa.Column("sort_order", sa.Integer),  # sizes, dynamic_attributes_options
+    sa.Column("value_type", sa.String(8)),  # dynamic_attributes: TEXT, NUMBER, BOOLEAN, OPTION
+    _ref("dynamic_attribute_id", nullable=True),  # dynamic_attributes_options
+    _instant("modified_time"),
+    sa.UniqueConstraint("tenant_id", "list_name", "code"),
+)
+
+vat_rates = sa.Table(
+    "vat_rates",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("code", sa.String(64), nullable=False),
+    _decimal("rate", nullable=False),  # percent
+    sa.UniqueConstraint("tenant_id", "code"),
+)
+
+products = sa.Table(
+    "products",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("number", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("description", sa.Text),
+    sa.Column("released", sa.Boolean, nullable=False),
+    # Ids into reference_entries of the list the column names.
+    _ref("brand_id", nullable=True),
+    _ref("product_category_id", nullable=True),
+    _ref("main_product_group_id", nullable=True),
+    _ref("sub_product_group_id", nullable=True),
+    _ref("product_concept_id", nullable=True),
+    _ref("exclusivity_level_id", nullable=True),
+    _ref("main_activity_id", nullable=True),
+    # Last change of the product, its SKUs, images, attribute values or prices.
+    _instant("modified_time"),
+    sa.UniqueConstraint("tenant_id", "number"),
+)
+
+product_images = sa.Table(
+    "product_images",
+    metadata,
+    _tenant(),
+    sa.Column("product_id", sa.String(36), primary_key=True),
+    sa.Column("sort_order", sa.Integer, primary_key=True),
+    sa.Column("url", sa.String(2000), nullable=False),
+    sa.Column("alt_text", sa.String(500)),
+)
+
+# A product's value of a dynamic attribute: text for TEXT/NUMBER/BOOLEAN, option ids for OPTION.
+product_attribute_values = sa.Table(
+    "product_attribute_values",
+    metadata,
+    _tenant(),
+    sa.Column("product_id", sa.String(36), primary_key=True),
+    sa.Column("dynamic_attribute_id", sa.String(36), primary_key=True),
+    sa.Column("value", sa.Text),
+    sa.Column("option_ids", sa.Text),  # JSON array of option ids
+)
+
 skus = sa.Table(
     "skus",
     metadata,
@@ -135,7 +271,112 @@ skus = sa.Table(
     _tenant(),
     sa.Column("number", sa.String(64), nullable=False),
     sa.Column("name", sa.String(200), nullable=False),
+    # Null on SKUs loaded before revision 0006 (demand planning needs no product); such a SKU is never visible
+    # to an eCom store.
+    _ref("product_id", nullable=True),
+    sa.Column("gtin", sa.String(14)),
+    _ref("product_color_id", nullable=True),
+    _ref("size_id", nullable=True),
+    _ref("unit_of_measure_id", nullable=True),
+    _ref("vat_rate_id", nullable=True),
+    sa.Column("published", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.UniqueConstraint("tenant_id", "number"),
+    sa.Index(None, "tenant_id", "product_id"),
+)
+
+price_lists = sa.Table(
+    "price_lists",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("code", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.UniqueConstraint("tenant_id", "code"),
+)
+
+# Consumer prices including VAT, in the company's currency.
+prices = sa.Table(
+    "prices",
+    metadata,
+    _tenant(),
+    sa.Column("price_list_id", sa.String(36), primary_key=True),
+    sa.Column("sku_id", sa.String(36), primary_key=True),
+    _decimal("price", nullable=False),
+)
+
+campaigns = sa.Table(
+    "campaigns",
+    metadata,
+    _id(),
+    _tenant(),
+    _ref("company_id"),
+    sa.Column("code", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("campaign_type", sa.String(16), nullable=False),  # NORMAL or THREE_FOR_TWO
+    sa.Column("valid_from", sa.Date, nullable=False),
+    sa.Column("valid_to", sa.Date, nullable=False),
+    sa.Column("released", sa.Boolean, nullable=False),
+    _ref("loyalty_program_id", nullable=True),
+    _instant("modified_time"),
+    sa.UniqueConstraint("tenant_id", "code"),
+)
+
+campaign_skus = sa.Table(
+    "campaign_skus",
+    metadata,
+    _tenant(),
+    sa.Column("campaign_id", sa.String(36), primary_key=True),
+    sa.Column("sku_id", sa.String(36), primary_key=True),
+    _decimal("campaign_price", nullable=False),
+    sa.Column("loyalty_membership_required", sa.Boolean, nullable=False),
+)
+
+# B2C customers belong to the tenant. E-mail (compared lower-cased, through email_key) and phone are each
+# unique within it; NULLs do not collide.
+customers = sa.Table(
+    "customers",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("first_name", sa.String(200)),
+    sa.Column("last_name", sa.String(200)),
+    sa.Column("email", sa.String(320)),
+    sa.Column("email_key", sa.String(320)),
+    sa.Column("phone", sa.String(16)),
+    sa.Column("birth_date", sa.Date),
+    sa.Column("delivery_address", sa.Text),  # JSON object
+    sa.Column("invoice_address", sa.Text),  # JSON object
+    sa.Column("ext", sa.Text),  # JSON object, stored and echoed
+    _instant("created_time"),
+    _instant("modified_time"),
+    sa.UniqueConstraint("tenant_id", "email_key"),
+    sa.UniqueConstraint("tenant_id", "phone"),
+)
+
+customer_loyalty_memberships = sa.Table(
+    "customer_loyalty_memberships",
+    metadata,
+    _tenant(),
+    sa.Column("customer_id", sa.String(36), primary_key=True),
+    sa.Column("loyalty_program_id", sa.String(36), primary_key=True),
+    sa.Column("member_number", sa.String(64), nullable=False),
+    sa.Column("member_since", sa.Date, nullable=False),
+)
+
+# Change events for eCom stores, written in the transaction of the change (one row per eCom store that should
+# hear of it) and delivered later by the events relay.
+event_outbox = sa.Table(
+    "event_outbox",
+    metadata,
+    sa.Column("event_id", sa.String(36), primary_key=True),  # UUIDv7: the message's eventId
+    _tenant(),
+    sa.Column("ecom_store_id", sa.String(36), nullable=False),
+    sa.Column("subject", sa.String(64), nullable=False),
+    sa.Column("entity_id", sa.String(36)),  # null for schema events
+    _instant("datetime"),
+    sa.Column("metadata", sa.Text),  # JSON object of strings, or null
+    _instant("published_time", nullable=True),
+    sa.Index(None, "tenant_id", "ecom_store_id", "event_id"),
 )
 
 # The retail store's own line for a SKU; its values win over the local and base assortment defaults.

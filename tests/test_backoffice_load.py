@@ -120,7 +120,7 @@ def test_changed_name_updates_exactly_one_row(engine: sa.Engine, tenant: str) ->
     after = snapshot(engine, tenant)
     assert {name for name in after if after[name] != before[name]} == {"skus"}
     assert set(after["skus"]) - set(before["skus"]) == {
-        next((*row[:3], "Ullgenser str. M, marineblå") for row in before["skus"] if row[2] == "200001")}
+        next((*row[:3], "Ullgenser str. M, marineblå", *row[4:]) for row in before["skus"] if row[2] == "200001")}
 
 
 def test_lists_owned_whole_are_replaced_and_store_lines_kept(engine: sa.Engine, tenant: str) -> None:

@@ -1,0 +1,122 @@
+"""Writing change events into the outbox, in the caller's transaction, one row per eCom store that should hear.
+
+Each `*_events` function takes the connection of the transaction that made the change, works out the audience
+with one query, and inserts the rows; if the transaction rolls back, so do its events. Audiences follow
+SPEC.md's event list: products and SKUs go to the eCom stores whose assortment (base or local) holds them,
+retail stores to the eCom stores of the same company (the click and collect network), schema events and
+campaigns as their functions say.
+"""
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+import orjson
+import sqlalchemy as sa
+
+from contracts import events as subjects
+from store.ids import new_id, utc_now
+from store.schema import (
+    assortment_lines,
+    campaign_skus,
+    ecom_stores,
+    event_outbox,
+    retail_stores,
+    skus,
+)
+
+
+def _assortment_holds(sku_id: sa.ColumnElement) -> sa.ColumnElement[bool]:
+    """True for an eCom store (from `ecom_stores`) whose base or local assortment has a line for the SKU."""
+    return sa.exists().where(
+        assortment_lines.c.tenant_id == ecom_stores.c.tenant_id,
+        assortment_lines.c.sku_id == sku_id,
+        assortment_lines.c.assortment_id.in_([ecom_stores.c.base_assortment_id, ecom_stores.c.local_assortment_id]))
+
+
+def _insert(conn: sa.Connection, tenant_id: str, subject: str, pairs: Iterable[tuple[str, str | None]],
+            metadata: Mapping[str, str] | None = None, at: datetime | None = None) -> int:
+    """One row per (ecom_store_id, entity_id) pair; returns how many were written."""
+    at = at or utc_now()
+    encoded = orjson.dumps(dict(metadata)).decode() if metadata else None
+    rows = [{"event_id": new_id(), "tenant_id": tenant_id, "ecom_store_id": store_id, "subject": subject,
+             "entity_id": entity_id, "datetime": at, "metadata": encoded} for store_id, entity_id in pairs]
+    if rows:
+        conn.execute(event_outbox.insert(), rows)
+    return len(rows)
+
+
+def _pairs(conn: sa.Connection, query: sa.Select) -> list[tuple[str, str]]:
+    return [(row[0], row[1]) for row in conn.execute(query)]
+
+
+def sku_events(conn: sa.Connection, tenant_id: str, sku_ids: Iterable[str],
+               subject: str = subjects.INVENTORY_UPDATED) -> int:
+    """InventoryUpdated (by default) for each SKU, to the eCom stores whose assortment holds it."""
+    wanted = sorted(set(sku_ids))
+    if not wanted:
+        return 0
+    query = (sa.select(ecom_stores.c.id, skus.c.id)
+             .select_from(ecom_stores.join(skus, skus.c.tenant_id == ecom_stores.c.tenant_id))
+             .where(ecom_stores.c.tenant_id == tenant_id, skus.c.id.in_(wanted), _assortment_holds(skus.c.id))
+             .order_by(ecom_stores.c.id, skus.c.id))
+    return _insert(conn, tenant_id, subject, _pairs(conn, query))
+
+
+def product_events(conn: sa.Connection, tenant_id: str, product_ids: Iterable[str]) -> int:
+    """ProductUpdated for each product, to the eCom stores whose assortment holds at least one of its SKUs."""
+    wanted = sorted(set(product_ids))
+    if not wanted:
+        return 0
+    query = (sa.select(ecom_stores.c.id, skus.c.product_id).distinct()
+             .select_from(ecom_stores.join(skus, skus.c.tenant_id == ecom_stores.c.tenant_id))
+             .where(ecom_stores.c.tenant_id == tenant_id, skus.c.product_id.in_(wanted),
+                    _assortment_holds(skus.c.id))
+             .order_by(ecom_stores.c.id, skus.c.product_id))
+    return _insert(conn, tenant_id, subjects.PRODUCT_UPDATED, _pairs(conn, query))
+
+
+def campaign_events(conn: sa.Connection, tenant_id: str, campaign_ids: Iterable[str]) -> int:
+    """CampaignUpdated for each campaign, to the eCom stores whose assortment holds at least one of its SKUs."""
+    wanted = sorted(set(campaign_ids))
+    if not wanted:
+        return 0
+    query = (sa.select(ecom_stores.c.id, campaign_skus.c.campaign_id).distinct()
+             .select_from(ecom_stores.join(campaign_skus, campaign_skus.c.tenant_id == ecom_stores.c.tenant_id))
+             .where(ecom_stores.c.tenant_id == tenant_id, campaign_skus.c.campaign_id.in_(wanted),
+                    _assortment_holds(campaign_skus.c.sku_id))
+             .order_by(ecom_stores.c.id, campaign_skus.c.campaign_id))
+    return _insert(conn, tenant_id, subjects.CAMPAIGN_UPDATED, _pairs(conn, query))
+
+
+def retail_store_events(conn: sa.Connection, tenant_id: str, retail_store_ids: Iterable[str]) -> int:
+    """RetailStoreUpdated for each retail store, to the eCom stores of its company (click and collect)."""
+    wanted = sorted(set(retail_store_ids))
+    if not wanted:
+        return 0
+    query = (sa.select(ecom_stores.c.id, retail_stores.c.id)
+             .select_from(ecom_stores.join(retail_stores, sa.and_(
+                 retail_stores.c.tenant_id == ecom_stores.c.tenant_id,
+                 retail_stores.c.company_id == ecom_stores.c.company_id)))
+             .where(ecom_stores.c.tenant_id == tenant_id, retail_stores.c.id.in_(wanted))
+             .order_by(ecom_stores.c.id, retail_stores.c.id))
+    return _insert(conn, tenant_id, subjects.RETAIL_STORE_UPDATED, _pairs(conn, query))
+
+
+def schema_events(conn: sa.Connection, tenant_id: str, list_names: Iterable[str]) -> int:
+    """The schema event of each changed reference list, to every eCom store of the tenant (entityId null)."""
+    store_ids = list(conn.scalars(sa.select(ecom_stores.c.id).where(ecom_stores.c.tenant_id == tenant_id)
+                                  .order_by(ecom_stores.c.id)))
+    return sum(_insert(conn, tenant_id, subjects.REFERENCE_LISTS[name], [(store_id, None) for store_id in store_ids])
+               for name in sorted(set(list_names)))
+
+
+def order_event(conn: sa.Connection, tenant_id: str, ecom_store_id: str, subject: str, order_id: str,
+                metadata: Mapping[str, str] | None = None) -> int:
+    """An order event goes to the eCom store that owns the order only."""
+    return _insert(conn, tenant_id, subject, [(ecom_store_id, order_id)], metadata)
+
+
+def assortment_events(conn: sa.Connection, tenant_id: str, ecom_store_id: str, subject: str,
+                      entity: sa.Select) -> int:
+    """One event per entity id that `entity` selects, to one eCom store (the trigger_events routes)."""
+    return _insert(conn, tenant_id, subject, [(ecom_store_id, entity_id) for entity_id in conn.scalars(entity)])
