@@ -1,4 +1,7 @@
-"""API clients: one scope each, bound to an eCom store, a loyalty program or (demand_planning) the tenant."""
+"""API clients: one scope each, bound to an eCom store, a loyalty program or (demand_planning, admin) the tenant.
+
+The admin scope is the back office's own: it reaches the /admin/v1/tenants/{tenantId}/… routes, nothing else.
+"""
 
 from dataclasses import dataclass
 
@@ -7,7 +10,9 @@ import sqlalchemy as sa
 from store.ids import new_id, utc_now
 from store.schema import api_clients, ecom_stores, loyalty_programs
 
-SCOPES = ("ecom", "loyalty_programs", "demand_planning")
+SCOPES = ("ecom", "loyalty_programs", "demand_planning", "admin")
+# Scopes that cover the whole tenant and take no resource.
+TENANT_WIDE_SCOPES = ("demand_planning", "admin")
 DEMAND_PLANNING_PERMISSION = "demand_planning"
 
 
@@ -45,9 +50,9 @@ def create_client(engine: sa.Engine, tenant_id: str, *, name: str, scope: str, r
                   permissions: tuple[str, ...], secret_hash: str) -> str:
     if scope not in SCOPES:
         raise ClientRejected(f"scope must be one of {', '.join(SCOPES)}")
-    if scope == "demand_planning":
+    if scope in TENANT_WIDE_SCOPES:
         if resource_id:
-            raise ClientRejected("a demand_planning client covers the whole tenant and takes no resource")
+            raise ClientRejected(f"a {scope} client covers the whole tenant and takes no resource")
     elif not resource_id:
         raise ClientRejected(f"a {scope} client needs the id of its "
                              f"{'eCom store' if scope == 'ecom' else 'loyalty program'}")

@@ -138,7 +138,7 @@ def _check_grant(client: Client, params: dict[str, str]) -> None:
         raise TokenError(400, "invalid_scope", f"This API client may only request scope {client.scope}.")
     resource = params.get("resource")
     if client.resource_id is None and resource:
-        raise TokenError(400, "invalid_target", "The demand_planning scope takes no resource.")
+        raise TokenError(400, "invalid_target", f"The {client.scope} scope takes no resource.")
     if client.resource_id is not None and resource not in (None, "", client.resource_id):
         raise TokenError(400, "invalid_target", "The resource is not the one this API client is bound to.")
 
