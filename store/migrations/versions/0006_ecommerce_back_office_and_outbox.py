@@ -216,13 +216,45 @@ def upgrade() -> None:
     op.create_index(op.f('ix_skus_tenant_id_product_id'), 'skus', ['tenant_id', 'product_id'], unique=False)
 
 
+# The four tables that gained columns, as revision 0005 left them: DuckDB cannot drop a column of a table that has a
+# unique constraint, so on DuckDB the downgrade rebuilds them from these definitions and moves the rows back.
+def _before_0006(table: str) -> sa.Table:
+    key = "code" if table == "loyalty_programs" else "number"
+    columns = {
+        "companies": [sa.Column("number", sa.String(64), nullable=False),
+                      sa.Column("name", sa.String(200), nullable=False),
+                      sa.Column("currency_iso_code", sa.String(3), nullable=False)],
+        "ecom_stores": [sa.Column("company_id", sa.String(36), nullable=False),
+                        sa.Column("number", sa.String(64), nullable=False),
+                        sa.Column("name", sa.String(200), nullable=False),
+                        sa.Column("released", sa.Boolean(), nullable=False)],
+        "loyalty_programs": [sa.Column("code", sa.String(64), nullable=False),
+                             sa.Column("name", sa.String(200), nullable=False)],
+        "skus": [sa.Column("number", sa.String(64), nullable=False),
+                 sa.Column("name", sa.String(200), nullable=False)],
+    }[table]
+    return sa.Table(table, sa.MetaData(), sa.Column("id", sa.String(36), nullable=False),
+                    sa.Column("tenant_id", sa.String(36), nullable=False), *columns,
+                    sa.PrimaryKeyConstraint("id", name=f"pk_{table}"),
+                    sa.UniqueConstraint("tenant_id", key, name=f"uq_{table}_tenant_id_{key}"))
+
+
+def _rebuild_without_new_columns(table: str) -> None:
+    before = _before_0006(table)
+    listed = ", ".join(column.name for column in before.columns)
+    op.rename_table(table, f"{table}_0006")
+    before.create(op.get_bind())
+    op.execute(f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {table}_0006")
+    op.drop_table(f"{table}_0006")
+
+
 def downgrade() -> None:
-    if op.get_bind().dialect.name != "postgresql":
-        # DuckDB cannot drop a column of a table that has a unique constraint (companies, skus, ...).
-        raise NotImplementedError("revision 0006 cannot be downgraded on DuckDB; restore the file from a copy")
     op.drop_index(op.f("ix_skus_tenant_id_product_id"), table_name="skus")
     for table, columns in _NEW_COLUMNS.items():
-        for column in columns:
-            op.drop_column(table, column)
+        if op.get_bind().dialect.name == "postgresql":
+            for column in columns:
+                op.drop_column(table, column)
+        else:
+            _rebuild_without_new_columns(table)
     for table in _NEW_TABLES:
         op.drop_table(table)
