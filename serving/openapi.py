@@ -55,11 +55,15 @@ def also_accepts(*media_types: str) -> Callable[[T], T]:
 def attach_openapi(app: Quart, issuer: str) -> None:
     """Set up quart-schema for the app. No Swagger UI or Redoc: the document is the contract, any viewer reads
     /v1/openapi.json, and an API server should not serve pages that load scripts from third-party CDNs."""
+    make_response = app.make_response
     QuartSchema(app, openapi_path=None, redoc_ui_path=None, scalar_ui_path=None, swagger_ui_path=None,
                 info={"title": words.TITLE, "version": "latest", "description": words.DESCRIPTION},
                 tags=[{"name": name, "description": text} for name, text in words.tags().items()],
                 servers=[{"url": issuer}], security_schemes=words.security_schemes(issuer),
                 openapi_provider_class=ContractProvider)
+    # quart-schema wraps make_response to turn returned models into JSON (13 µs on every response); the routes
+    # return Responses rendered by orjson, so the wrapper only costs time.
+    app.make_response = make_response  # type: ignore[method-assign]
 
     @app.before_serving
     async def generate_document() -> None:

@@ -19,12 +19,8 @@ from serving.protection import protect, protected_scope
 from settings import Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item
 from tests.conftest import bearer, client_of, wait_for
-from tests.openapi_check import assert_response_matches
+from tests.openapi_check import AWAITING_DECLARATION, assert_response_matches
 
-# Routes whose owners declare their models in parallel branches (ecom.py and loyalty_programs.py belong to the
-# catalogue work); the test below fails once they are declared, so this list can only shrink, to nothing.
-AWAITING_DECLARATION = {("get", "/v1/tenants/{tenantId}/ecom_stores/{eComStoreId}/retail_stores"),
-                        ("get", "/v1/tenants/{tenantId}/loyalty_programs/{loyaltyProgramId}/retail_stores")}
 SHARED_ERRORS = {"401", "403", "429", "500"}
 
 
