@@ -9,7 +9,8 @@ for whole groups of routes, so nobody writes it per route:
 - all models go through ONE pydantic schema generation, so a model several routes share is one component, and
   two different models of one name get distinct names instead of one silently replacing the other;
 - path parameters are described, operation ids are unique (the endpoint's name), response headers sit where
-  OpenAPI wants them (quart-schema puts them under `content`), and a 429 names Retry-After.
+  OpenAPI wants them (quart-schema puts them under `content`), and the headers the app adds to whole groups of
+  answers are declared (X-Request-Id on all, the rate-limit headers on protected ones, Retry-After on 429).
 
 Responses stay plain dicts rendered by orjson: the models only document them (no validate_response).
 """
@@ -36,10 +37,21 @@ from serving.protection import protected_scope
 T = TypeVar("T", bound=Callable[..., Any])
 _MEDIA_TYPES_ATTRIBUTE = "_pia_request_media_types"
 _REF_TEMPLATE = "#/components/schemas/{model}"
-_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.", "required": True,
-                                "schema": {"type": "integer"}}}
-_WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": "Bearer challenge (RFC 6750).", "required": True,
-                                          "schema": {"type": "string"}}}
+
+
+def _header(description: str, required: bool = True, kind: str = "string") -> dict[str, Any]:
+    return {"description": description, "required": required, "schema": {"type": kind}}
+
+
+_REQUEST_ID = {"X-Request-Id": _header("The caller's X-Request-Id when 1-64 characters of [A-Za-z0-9._-], "
+                                       "else one the service made; quote it when reporting a problem.")}
+_RATE_LIMIT = {  # on every answer to a valid token; without the Redis store the count is skipped (fail open)
+    "X-RateLimit-Limit": _header("Requests allowed per rolling 60 s.", kind="integer"),
+    "X-RateLimit-Remaining": _header("Requests left in the window.", required=False, kind="integer"),
+    "X-RateLimit-Reset": _header("Seconds until the oldest request leaves the window.", required=False,
+                                 kind="integer")}
+_RETRY_AFTER = {"Retry-After": _header("Seconds to wait before retrying.", kind="integer")}
+_WWW_AUTHENTICATE = {"WWW-Authenticate": _header("Bearer challenge (RFC 6750).")}
 
 
 def also_accepts(*media_types: str) -> Callable[[T], T]:
@@ -179,10 +191,14 @@ class ContractProvider(OpenAPIProvider):
                 "application/json": {"schema": self._schemas[(Error, "serialization")]}}})
         for status, answer in responses.items():
             answer["description"] = answer["description"] or HTTPStatus(int(status)).phrase
+            headers = answer.setdefault("headers", {})
+            headers.update(_REQUEST_ID)
             if status == "429":
-                answer.setdefault("headers", {}).update(_RETRY_AFTER)
-            if status == "401" and scope:
-                answer.setdefault("headers", {}).update(_WWW_AUTHENTICATE)
+                headers.update(_RETRY_AFTER)
+            if scope and status == "401":
+                headers.update(_WWW_AUTHENTICATE)
+            elif scope:
+                headers.update(_RATE_LIMIT)
         operation["responses"] = dict(sorted(responses.items()))
         if scope:
             operation["security"] = words.security_of(scope)

@@ -241,11 +241,15 @@ def test_uploads_and_batch_status_answer_as_documented(http: httpx.Client, docum
 
 def test_the_checker_catches_a_response_the_document_does_not_declare(http: httpx.Client,
                                                                       document: dict) -> None:
-    """The checker itself: a body that breaks the schema, or an undeclared status, fails."""
+    """The checker itself: a body that breaks the schema, an undeclared status, or a missing header, fails."""
     response = http.get("/healthcheck")
-    broken = httpx.Response(200, json={"status": "fine"}, request=response.request)
+    assert_response_matches(document, response)
+    broken = httpx.Response(200, json={"status": "fine"}, headers=response.headers, request=response.request)
     with pytest.raises(AssertionError, match="breaks the documented schema"):
         assert_response_matches(document, broken)
-    teapot = httpx.Response(418, json={}, request=response.request)
+    teapot = httpx.Response(418, json={}, headers=response.headers, request=response.request)
     with pytest.raises(AssertionError, match="status not documented"):
         assert_response_matches(document, teapot)
+    anonymous = httpx.Response(200, json=response.json(), request=response.request)
+    with pytest.raises(AssertionError, match="required header X-Request-Id missing"):
+        assert_response_matches(document, anonymous)

@@ -7,15 +7,16 @@ import httpx
 import pytest
 from joserfc import jwt
 from joserfc.jwk import ECKey
+from quart import Blueprint
 
 from serving.admin import issue_client
 from serving.app import create_app
-from serving.protection import protected_scope
+from serving.protection import protect, protected_scope
 from serving.tokens import TokenAuthority
 from settings import Settings
 from store.clients import SCOPES, get_client
 from store.secrets import secret_box
-from tests.conftest import bearer, client_of, wait_for
+from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
 
 NIL_ID = "00000000-0000-7000-8000-000000000000"
 # The only routes anyone may call without a token; any other route must sit in a blueprint `protect` guards.
@@ -169,3 +170,37 @@ def test_a_remembered_token_is_refused_once_it_expires(http: httpx.Client, engin
     refused = wait_for(lambda: (response := http.get(path, headers=bearer(token))).status_code == 401 and response,
                        lifetime + 5 + 10, "the expired token to be refused")
     assert "expired" in refused.json()["message"]
+
+
+def test_an_admin_scope_blueprint_is_guarded_and_documented_like_the_others(engine, settings,
+                                                                           shared_world: dict) -> None:
+    """What the matrix above does for the admin routes once they are registered, shown now on a probe blueprint
+    under /admin/v1: only the tenant's admin token passes, every integrator token gets 403, and the document
+    lists the route under the admin scope with its shared errors."""
+    probe = Blueprint("admin_probe", __name__, url_prefix="/admin/v1/tenants/<tenantId>")
+    protect(probe, "admin")
+
+    @probe.get("/probe")
+    async def answer(tenantId: str) -> dict:
+        return {"tenantId": tenantId}
+
+    port = free_port()
+    app = create_app(settings, engine, issuer=f"http://127.0.0.1:{port}")
+    app.register_blueprint(probe)
+    live = LiveServer(app, port)
+    live.start()
+    try:
+        with httpx.Client(base_url=live.url, timeout=30) as http:
+            path = f"/admin/v1/tenants/{shared_world['id']}/probe"
+            admin = get_token(http, shared_world, _client(engine, shared_world, "admin"))
+            assert http.get(path, headers=bearer(admin)).json() == {"tenantId": shared_world["id"]}
+            for client in shared_world["clients"]:
+                if client["scope"] != "admin":
+                    response = http.get(path, headers=bearer(get_token(http, shared_world, client)))
+                    assert response.status_code == 403, (client["scope"], response.text)
+            operation = http.get("/v1/openapi.json").json()["paths"]["/admin/v1/tenants/{tenantId}/probe"]["get"]
+    finally:
+        live.stop()
+    assert operation["security"] == [{"OAuth2": ["admin"]}, {"BearerAuth": []}]
+    assert operation["tags"] == ["Back-office admin"]
+    assert set(operation["responses"]) >= {"401", "403", "429", "500"}

@@ -14,6 +14,9 @@ import schemathesis
 import sqlalchemy as sa
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as examples
+from pydantic import BaseModel
+from quart import Blueprint, Response
+from quart_schema import document_response
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -23,9 +26,13 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from contracts.openapi import SCOPES
+from serving.app import create_app
 from serving.demo import seed_demo_tenant
+from serving.jsonio import json_response
+from serving.protection import protect
+from settings import Settings
 from store.clients import update_client
-from tests.conftest import LiveServer, bearer, client_of, get_token
+from tests.conftest import LiveServer, bearer, client_of, free_port, get_token
 from tests.openapi_check import AWAITING_DECLARATION
 
 EXAMPLES_PER_OPERATION = 25
@@ -51,7 +58,8 @@ def _fixed_path_parameters(world: dict[str, Any]) -> dict[str, str]:
             "loyaltyProgramId": client_of(world, "loyalty_programs")["resource"]}
 
 
-def _run(operation: Any, path_parameters: dict[str, str], token: str) -> None:
+def _failure(operation: Any, path_parameters: dict[str, str], token: str) -> str | None:
+    """What schemathesis found wrong with the operation (the first failing example's report), or None."""
     fixed = {name: value for name, value in path_parameters.items() if "{" + name + "}" in operation.path}
     # An operation whose answers are not declared yet can still be held to "no 5xx".
     declared = (operation.method.lower(), operation.path) not in AWAITING_DECLARATION
@@ -64,7 +72,11 @@ def _run(operation: Any, path_parameters: dict[str, str], token: str) -> None:
         response = case.call(timeout=30)
         case.validate_response(response, checks=checks)
 
-    exercise()
+    try:
+        exercise()
+    except (Exception, BaseExceptionGroup) as failure:  # schemathesis raises a group of its findings
+        return f"{operation.label}:\n{failure}\n" + "\n".join(map(str, getattr(failure, "exceptions", ())))
+    return None
 
 
 def test_ecom_and_loyalty_operations_hold_to_their_schemas(server: LiveServer, fuzzed_world: dict[str, Any],
@@ -77,11 +89,48 @@ def test_ecom_and_loyalty_operations_hold_to_their_schemas(server: LiveServer, f
         operation = result.ok()
         scope = next(scope_of_tag[tag] for tag in operation.tags if tag in scope_of_tag)
         ran.append(operation.label)
-        try:
-            _run(operation, path_parameters, client_of(fuzzed_world, scope)["token"])
-        except Exception as failure:  # noqa: BLE001 - collect every operation's failure, then report them all
-            failures.append(f"{operation.label}:\n{failure}")
+        if failure := _failure(operation, path_parameters, client_of(fuzzed_world, scope)["token"]):
+            failures.append(failure)
     print(f"\nschemathesis ({backend}): {len(ran)} operations × ≤{EXAMPLES_PER_OPERATION} examples in "
           f"{time.perf_counter() - started:.1f} s")
     assert ran, "no e-commerce or loyalty operation in the document"
     assert not failures, "\n\n".join(failures)
+
+
+class Answer(BaseModel):
+    count: int
+
+
+def test_the_run_catches_a_5xx_and_a_body_that_breaks_its_schema(engine: sa.Engine, settings: Settings,
+                                                                fuzzed_world: dict[str, Any]) -> None:
+    """The checks are not vacuous: an eCom route that fails, and one that answers another shape than it declares,
+    are both reported."""
+    probe = Blueprint("ecom_probe", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>/probe")
+    protect(probe, "ecom", resource_arg="eComStoreId")
+
+    @probe.get("/failing")
+    @document_response(Answer, 200)
+    async def failing(tenantId: str, eComStoreId: str) -> Response:
+        raise RuntimeError("a bug")
+
+    @probe.get("/wrong_shape")
+    @document_response(Answer, 200)
+    async def wrong_shape(tenantId: str, eComStoreId: str) -> Response:
+        return json_response({"count": "many"})
+
+    port = free_port()
+    app = create_app(settings, engine, issuer=f"http://127.0.0.1:{port}")
+    app.register_blueprint(probe)
+    live = LiveServer(app, port)
+    live.start()
+    try:
+        with httpx.Client(base_url=live.url, timeout=30) as http:
+            token = get_token(http, fuzzed_world, client_of(fuzzed_world, "ecom"))
+        schema = schemathesis.openapi.from_url(f"{live.url}/v1/openapi.json").include(path_regex="/probe/")
+        found = {result.ok().path.rsplit("/", 1)[1]: _failure(result.ok(), _fixed_path_parameters(fuzzed_world),
+                                                               token)
+                 for result in schema.get_all_operations()}
+    finally:
+        live.stop()
+    assert "Server error" in found["failing"]
+    assert "Response violates schema" in found["wrong_shape"]
