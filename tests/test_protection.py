@@ -16,7 +16,8 @@ from serving.tokens import TokenAuthority
 from settings import Settings
 from store.clients import SCOPES, get_client
 from store.secrets import secret_box
-from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
+from tests.conftest import bearer, client_of, get_token, wait_for
+from tests.probes import serving_with
 
 NIL_ID = "00000000-0000-7000-8000-000000000000"
 # The only routes anyone may call without a token; any other route must sit in a blueprint `protect` guards.
@@ -184,23 +185,15 @@ def test_an_admin_scope_blueprint_is_guarded_and_documented_like_the_others(engi
     async def answer(tenantId: str) -> dict:
         return {"tenantId": tenantId}
 
-    port = free_port()
-    app = create_app(settings, engine, issuer=f"http://127.0.0.1:{port}")
-    app.register_blueprint(probe)
-    live = LiveServer(app, port)
-    live.start()
-    try:
-        with httpx.Client(base_url=live.url, timeout=30) as http:
-            path = f"/admin/v1/tenants/{shared_world['id']}/probe"
-            admin = get_token(http, shared_world, _client(engine, shared_world, "admin"))
-            assert http.get(path, headers=bearer(admin)).json() == {"tenantId": shared_world["id"]}
-            for client in shared_world["clients"]:
-                if client["scope"] != "admin":
-                    response = http.get(path, headers=bearer(get_token(http, shared_world, client)))
-                    assert response.status_code == 403, (client["scope"], response.text)
-            operation = http.get("/v1/openapi.json").json()["paths"]["/admin/v1/tenants/{tenantId}/probe"]["get"]
-    finally:
-        live.stop()
+    with serving_with(settings, engine, probe) as live, httpx.Client(base_url=live.url, timeout=30) as http:
+        path = f"/admin/v1/tenants/{shared_world['id']}/probe"
+        admin = get_token(http, shared_world, _client(engine, shared_world, "admin"))
+        assert http.get(path, headers=bearer(admin)).json() == {"tenantId": shared_world["id"]}
+        for client in shared_world["clients"]:
+            if client["scope"] != "admin":
+                response = http.get(path, headers=bearer(get_token(http, shared_world, client)))
+                assert response.status_code == 403, (client["scope"], response.text)
+        operation = http.get("/v1/openapi.json").json()["paths"]["/admin/v1/tenants/{tenantId}/probe"]["get"]
     assert operation["security"] == [{"OAuth2": ["admin"]}, {"BearerAuth": []}]
     assert operation["tags"] == ["Back-office admin"]
     assert set(operation["responses"]) >= {"401", "403", "429", "500"}

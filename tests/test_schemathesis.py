@@ -26,14 +26,14 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from contracts.openapi import SCOPES
-from serving.app import create_app
 from serving.demo import seed_demo_tenant
 from serving.jsonio import json_response
 from serving.protection import protect
 from settings import Settings
 from store.clients import update_client
-from tests.conftest import LiveServer, bearer, client_of, free_port, get_token
+from tests.conftest import LiveServer, bearer, client_of, get_token
 from tests.openapi_check import AWAITING_DECLARATION
+from tests.probes import serving_with
 
 EXAMPLES_PER_OPERATION = 25
 FUZZED_SCOPES = ("ecom", "loyalty_programs")
@@ -118,19 +118,12 @@ def test_the_run_catches_a_5xx_and_a_body_that_breaks_its_schema(engine: sa.Engi
     async def wrong_shape(tenantId: str, eComStoreId: str) -> Response:
         return json_response({"count": "many"})
 
-    port = free_port()
-    app = create_app(settings, engine, issuer=f"http://127.0.0.1:{port}")
-    app.register_blueprint(probe)
-    live = LiveServer(app, port)
-    live.start()
-    try:
+    with serving_with(settings, engine, probe) as live:
         with httpx.Client(base_url=live.url, timeout=30) as http:
             token = get_token(http, fuzzed_world, client_of(fuzzed_world, "ecom"))
         schema = schemathesis.openapi.from_url(f"{live.url}/v1/openapi.json").include(path_regex="/probe/")
         found = {result.ok().path.rsplit("/", 1)[1]: _failure(result.ok(), _fixed_path_parameters(fuzzed_world),
                                                                token)
                  for result in schema.get_all_operations()}
-    finally:
-        live.stop()
     assert "Server error" in found["failing"]
     assert "Response violates schema" in found["wrong_shape"]
