@@ -2,7 +2,8 @@
 no 5xx and nothing its OpenAPI document does not declare.
 
 Operations are picked by their scope's tag, so routes added later are covered without touching this file. Each
-gets a bounded, derandomized run (no shrinking): the same requests every run, a few seconds in CI.
+gets a bounded, derandomized run (no shrinking) of valid examples, then of invalid ones (which must be refused
+with a declared 4xx, never a 5xx): the same requests every run, a few seconds in CI.
 """
 
 import time
@@ -14,9 +15,11 @@ import schemathesis
 import sqlalchemy as sa
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as examples
-from pydantic import BaseModel
-from quart import Blueprint, Response
-from quart_schema import document_response
+from hypothesis.errors import Unsatisfiable
+from pydantic import BaseModel, Field
+from quart import Blueprint, Response, request
+from quart_schema import document_querystring, document_response
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -58,7 +61,8 @@ def _fixed_path_parameters(world: dict[str, Any]) -> dict[str, str]:
             "loyaltyProgramId": client_of(world, "loyalty_programs")["resource"]}
 
 
-def _failure(operation: Any, path_parameters: dict[str, str], token: str) -> str | None:
+def _failure(operation: Any, path_parameters: dict[str, str], token: str,
+             mode: GenerationMode = GenerationMode.POSITIVE) -> str | None:
     """What schemathesis found wrong with the operation (the first failing example's report), or None."""
     fixed = {name: value for name, value in path_parameters.items() if "{" + name + "}" in operation.path}
     # An operation whose answers are not declared yet can still be held to "no 5xx".
@@ -67,15 +71,20 @@ def _failure(operation: Any, path_parameters: dict[str, str], token: str) -> str
 
     @examples(max_examples=EXAMPLES_PER_OPERATION, derandomize=True, database=None, deadline=None,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(case=operation.as_strategy(path_parameters=fixed, headers=bearer(token)))
+    @given(case=operation.as_strategy(mode, path_parameters=fixed, headers=bearer(token)))
     def exercise(case: schemathesis.Case) -> None:
         response = case.call(timeout=30)
         case.validate_response(response, checks=checks)
 
     try:
         exercise()
+    except Unsatisfiable:
+        if mode is GenerationMode.NEGATIVE:
+            return None  # the operation takes nothing that could be made invalid (its path is fixed)
+        raise
     except (Exception, BaseExceptionGroup) as failure:  # schemathesis raises a group of its findings
-        return f"{operation.label}:\n{failure}\n" + "\n".join(map(str, getattr(failure, "exceptions", ())))
+        findings = "\n".join(map(str, getattr(failure, "exceptions", ())))
+        return f"{operation.label} ({mode.value}):\n{failure}\n{findings}"
     return None
 
 
@@ -89,10 +98,10 @@ def test_ecom_and_loyalty_operations_hold_to_their_schemas(server: LiveServer, f
         operation = result.ok()
         scope = next(scope_of_tag[tag] for tag in operation.tags if tag in scope_of_tag)
         ran.append(operation.label)
-        if failure := _failure(operation, path_parameters, client_of(fuzzed_world, scope)["token"]):
-            failures.append(failure)
-    print(f"\nschemathesis ({backend}): {len(ran)} operations × ≤{EXAMPLES_PER_OPERATION} examples in "
-          f"{time.perf_counter() - started:.1f} s")
+        token = client_of(fuzzed_world, scope)["token"]
+        failures += filter(None, (_failure(operation, path_parameters, token, mode) for mode in GenerationMode))
+    print(f"\nschemathesis ({backend}): {len(ran)} operations × ≤{EXAMPLES_PER_OPERATION} valid and "
+          f"≤{EXAMPLES_PER_OPERATION} invalid examples in {time.perf_counter() - started:.1f} s")
     assert ran, "no e-commerce or loyalty operation in the document"
     assert not failures, "\n\n".join(failures)
 
@@ -101,10 +110,14 @@ class Answer(BaseModel):
     count: int
 
 
+class Count(BaseModel):
+    count: int = Field(default=1, ge=0, le=1000)
+
+
 def test_the_run_catches_a_5xx_and_a_body_that_breaks_its_schema(engine: sa.Engine, settings: Settings,
                                                                 fuzzed_world: dict[str, Any]) -> None:
-    """The checks are not vacuous: an eCom route that fails, and one that answers another shape than it declares,
-    are both reported."""
+    """The checks are not vacuous: an eCom route that fails, one that answers another shape than it declares, and
+    one that fails only on input it should refuse (the negative examples) are all reported."""
     probe = Blueprint("ecom_probe", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>/probe")
     protect(probe, "ecom", resource_arg="eComStoreId")
 
@@ -112,6 +125,12 @@ def test_the_run_catches_a_5xx_and_a_body_that_breaks_its_schema(engine: sa.Engi
     @document_response(Answer, 200)
     async def failing(tenantId: str, eComStoreId: str) -> Response:
         raise RuntimeError("a bug")
+
+    @probe.get("/parses_carelessly")
+    @document_querystring(Count)
+    @document_response(Answer, 200)
+    async def parses_carelessly(tenantId: str, eComStoreId: str) -> Response:
+        return json_response({"count": int(request.args.get("count", "1"))})
 
     @probe.get("/wrong_shape")
     @document_response(Answer, 200)
@@ -122,8 +141,11 @@ def test_the_run_catches_a_5xx_and_a_body_that_breaks_its_schema(engine: sa.Engi
         with httpx.Client(base_url=live.url, timeout=30) as http:
             token = get_token(http, fuzzed_world, client_of(fuzzed_world, "ecom"))
         schema = schemathesis.openapi.from_url(f"{live.url}/v1/openapi.json").include(path_regex="/probe/")
-        found = {result.ok().path.rsplit("/", 1)[1]: _failure(result.ok(), _fixed_path_parameters(fuzzed_world),
-                                                               token)
-                 for result in schema.get_all_operations()}
-    assert "Server error" in found["failing"]
-    assert "Response violates schema" in found["wrong_shape"]
+        found = {(result.ok().path.rsplit("/", 1)[1], mode): _failure(
+                     result.ok(), _fixed_path_parameters(fuzzed_world), token, mode)
+                 for result in schema.get_all_operations() for mode in GenerationMode}
+    positive, negative = GenerationMode.POSITIVE, GenerationMode.NEGATIVE
+    assert "Server error" in found["failing", positive]
+    assert "Response violates schema" in found["wrong_shape", positive]
+    assert found["parses_carelessly", positive] is None
+    assert "Server error" in found["parses_carelessly", negative]
