@@ -7,15 +7,18 @@ import re
 import httpx
 import orjson
 import pytest
+from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
-from pydantic import BaseModel
+from pydantic import BaseModel, EmailStr
 from quart import Blueprint, Quart
 from quart_schema import document_request, document_response
 
-from contracts.models import Error
+from contracts.errors import InvalidRequest
+from contracts.models import Error, InvalidRequestError
 from serving.app import create_app
 from serving.openapi import attach_openapi, openapi_json
 from serving.protection import protect, protected_scope
+from serving.validation import validated
 from settings import Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item
 from tests.conftest import bearer, client_of, wait_for
@@ -253,3 +256,17 @@ def test_the_checker_catches_a_response_the_document_does_not_declare(http: http
     anonymous = httpx.Response(200, json=response.json(), request=response.request)
     with pytest.raises(AssertionError, match="required header X-Request-Id missing"):
         assert_response_matches(document, anonymous)
+
+
+def test_the_shared_invalid_request_model_describes_what_request_validation_answers() -> None:
+    """Routes that check bodies with serving.validation declare their 400 with InvalidRequestError."""
+
+    class Person(BaseModel):
+        email: EmailStr
+        age: int
+
+    with pytest.raises(InvalidRequest) as refused:
+        validated(Person, {"email": "not an address", "age": "old"})
+    body = refused.value.body()
+    assert [problem["path"] for problem in body["details"]["errors"]] == ["email", "age"]
+    Draft202012Validator(InvalidRequestError.model_json_schema(mode="serialization")).validate(body)
