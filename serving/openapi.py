@@ -178,7 +178,9 @@ class ContractProvider(OpenAPIProvider):
         else:
             operation["description"] = operation["description"].strip()
         if not getattr(func, QUART_SCHEMA_OPERATION_ID_ATTRIBUTE, None):
-            operation["operationId"] = f"{method}_{endpoint.replace('.', '_')}"
+            blueprint, _, name = endpoint.rpartition(".")
+            # Unique across blueprints (three scopes have a retail_stores); no "put_…_put_…" when the name says it.
+            operation["operationId"] = "_".join(filter(None, (method, blueprint, name.removeprefix(f"{method}_"))))
         if (media_types := getattr(func, _MEDIA_TYPES_ATTRIBUTE, ())) and "requestBody" in operation:
             content = operation["requestBody"]["content"]
             schema = next(iter(content.values()))["schema"]
