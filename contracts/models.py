@@ -7,7 +7,7 @@ Responses are rendered with orjson from plain dicts and only *documented* by the
 OpenAPI document.
 """
 
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,3 +29,31 @@ class Shape(BaseModel):
 
 class Items(Shape, Generic[T]):
     items: list[T]
+
+
+class Error(Shape):
+    # No class docstring on purpose: a route's declared error is described by its HTTP status, or by the
+    # docstring of a narrower error model (`class BatchIdReused(Error)`).
+    error: str = Field(description="Stable machine-readable code, such as NOT_FOUND.", examples=["NOT_FOUND"])
+    message: str = Field(description="What went wrong, for a person to read.")
+    details: dict[str, Any] = Field(default_factory=dict, description="Structured details; their shape depends on "
+                                    "the code. Absent when there are none.")
+
+
+class Problem(Shape):
+    path: str = Field(description="Where in the request, such as lineItems[0].skuId.", examples=["email"])
+    code: str = Field(description="Stable code of the problem.", examples=["INVALID_EMAIL"])
+    message: str
+
+
+class Problems(Shape):
+    errors: list[Problem]
+
+
+class InvalidRequestError(Error):
+    """INVALID_REQUEST listing every problem with its path (BAD_REQUEST when the body is not JSON); nothing was
+    stored."""
+
+    error: Literal["INVALID_REQUEST", "BAD_REQUEST"]
+    details: Problems = Field(default_factory=lambda: Problems(errors=[]),
+                              description="INVALID_REQUEST: every problem found. Absent with BAD_REQUEST.")

@@ -24,6 +24,7 @@ from contracts.limits import MAX_REQUEST_BYTES
 from pipeline.worker import Pipeline, run_supervised
 from serving.authentication import Authenticator
 from serving.jsonio import json_response
+from serving.openapi import attach_openapi
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
 from serving.routes import demand_planning, ecom, loyalty_programs, meta, oauth
@@ -45,7 +46,7 @@ BODY_DRAIN_SECONDS = 5.0
 
 def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline: bool = False) -> Quart:
     """run_pipeline: also run the pipeline worker in this process (the embedded default)."""
-    app = Quart("pia")
+    app = Quart("pia", static_folder=None)  # a JSON API: no static files route
     # No request body may exceed the largest published limit; uploads check their own limits first.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     limiter = RollingWindowLimiter(settings.rate_limit_storage_url, settings.rate_limit_storage_timeout_seconds)
@@ -106,6 +107,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     for blueprint in (meta.blueprint, oauth.blueprint, ecom.blueprint, loyalty_programs.blueprint,
                       demand_planning.blueprint):
         app.register_blueprint(blueprint)
+    attach_openapi(app, issuer)
     return app
 
 

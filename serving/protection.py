@@ -38,8 +38,18 @@ def authorize(client: Client, tenant_id: str, scope: str, resource_id: str | Non
         raise Forbidden("The API client lacks the Demand Planning permission.")
 
 
+_SCOPE_ATTRIBUTE = "_pia_scope"
+
+
+def protected_scope(blueprint: Blueprint | None) -> str | None:
+    """The scope `protect` guards the blueprint with; None for an open blueprint (the OpenAPI document and the
+    protection tests read it, so a new scope blueprint is documented and tested without more code)."""
+    return getattr(blueprint, _SCOPE_ATTRIBUTE, None)
+
+
 def protect(blueprint: Blueprint, scope: str, resource_arg: str | None = None) -> None:
     """Guard every route of a scope's blueprint; resource_arg names the path variable of its resource."""
+    setattr(blueprint, _SCOPE_ATTRIBUTE, scope)
 
     @blueprint.before_request
     async def guard() -> None:

@@ -9,10 +9,33 @@ from typing import Any
 
 import orjson
 from quart import Blueprint, Response, g, request
+from quart_schema import document_headers, document_querystring, document_request, document_response
 
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
+from contracts.demand_planning_models import (
+    BatchIdReused,
+    BatchLocation,
+    BatchNotFound,
+    BatchStatus,
+    Limits,
+    QueryRefused,
+    ReplenishmentParameterBatch,
+    ReplenishmentParameterPage,
+    ReplenishmentParameterQuery,
+    RetryAfter,
+    SalesForecastBatch,
+    SalesForecastPage,
+    SalesForecastQuery,
+    UnsupportedUpload,
+    UploadHeaders,
+    UploadRefused,
+    UploadsBusy,
+    UploadTooLarge,
+)
 from contracts.errors import NotFound, ValidationFailed
 from contracts.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, published_limits
+from contracts.models import Items
+from contracts.stores import EcomStore, RetailStore
 from ingest.accept import accept_upload, canonical_batch_id
 from ingest.body import check_media_type
 from serving.jsonio import blocking, json_response
@@ -32,19 +55,25 @@ _COLLECTIONS = {SALES_FORECAST: "sales_forecast_batches", REPLENISHMENT_PARAMETE
 
 
 @blueprint.get("/retail_stores")
+@document_response(Items[RetailStore], 200)
 async def retail_stores(tenantId: str) -> Response:
+    """Retail stores with their numbers."""
     rows = await blocking(list_retail_stores, services().engine, tenantId)
     return json_response({"items": [retail_store_json(row) for row in rows]})
 
 
 @blueprint.get("/ecom_stores")
+@document_response(Items[EcomStore], 200)
 async def ecom_stores(tenantId: str) -> Response:
+    """eCom stores with their numbers."""
     rows = await blocking(list_ecom_stores, services().engine, tenantId)
     return json_response({"items": [ecom_store_json(row) for row in rows]})
 
 
 @blueprint.get("/limits")
+@document_response(Limits, 200)
 async def limits(tenantId: str) -> Response:
+    """Published limits (rateLimitPerMinute is the calling client's)."""
     return json_response(published_limits(g.rate_limit.limit))
 
 
@@ -89,23 +118,53 @@ async def _status(tenant_id: str, raw_batch_id: str, kind: str) -> Response:
     return json_response(batch_status(row))
 
 
+def _documented_upload(func):
+    """The answers of both uploads. The body's model is declared only: the fast checker of ingest/ validates."""
+    for status, model, headers in ((202, BatchStatus, BatchLocation), (200, BatchStatus, BatchLocation),
+                                   (400, UploadRefused, None), (409, BatchIdReused, None),
+                                   (413, UploadTooLarge, None), (415, UnsupportedUpload, None),
+                                   (503, UploadsBusy, RetryAfter)):
+        func = document_response(model, status, headers)(func)
+    return document_headers(UploadHeaders)(func)
+
+
+def _documented_status(func):
+    return document_response(BatchNotFound, 404)(document_response(BatchStatus, 200)(func))
+
+
 @blueprint.put("/sales_forecast_batches/<batchId>")
+@document_request(SalesForecastBatch)
+@_documented_upload
 async def put_sales_forecast_batch(tenantId: str, batchId: str) -> Response:
+    """Upload a sales forecast batch (JSON, optionally gzip).
+
+    202 when accepted; 200 with the current status when the same id and body were uploaded before.
+    """
     return await _upload(tenantId, batchId, SALES_FORECAST)
 
 
 @blueprint.get("/sales_forecast_batches/<batchId>")
+@_documented_status
 async def get_sales_forecast_batch(tenantId: str, batchId: str) -> Response:
+    """Status of a sales forecast batch."""
     return await _status(tenantId, batchId, SALES_FORECAST)
 
 
 @blueprint.put("/replenishment_parameter_batches/<batchId>")
+@document_request(ReplenishmentParameterBatch)
+@_documented_upload
 async def put_replenishment_parameter_batch(tenantId: str, batchId: str) -> Response:
+    """Upload a replenishment parameter batch (JSON, optionally gzip).
+
+    202 when accepted; 200 with the current status when the same id and body were uploaded before.
+    """
     return await _upload(tenantId, batchId, REPLENISHMENT_PARAMETER)
 
 
 @blueprint.get("/replenishment_parameter_batches/<batchId>")
+@_documented_status
 async def get_replenishment_parameter_batch(tenantId: str, batchId: str) -> Response:
+    """Status of a replenishment parameter batch."""
     return await _status(tenantId, batchId, REPLENISHMENT_PARAMETER)
 
 
@@ -141,7 +200,11 @@ def _page_response(items: list[dict[str, Any]], next_key: Any) -> Response:
 
 
 @blueprint.get("/sales_forecasts")
+@document_querystring(SalesForecastQuery)
+@document_response(SalesForecastPage, 200)
+@document_response(QueryRefused, 400)
 async def sales_forecasts(tenantId: str) -> Response:
+    """Held sales forecasts, retail stores first, a page never spanning two stores."""
     retail, ecom = request.args.get("retailStoreNumber"), request.args.get("ecomStoreNumber")
     if retail is not None and ecom is not None:
         raise _query_error("ecomStoreNumber", "STORE_KEY_SHAPE",
@@ -168,7 +231,11 @@ def _modified_since() -> datetime | None:
 
 
 @blueprint.get("/replenishment_parameters")
+@document_querystring(ReplenishmentParameterQuery)
+@document_response(ReplenishmentParameterPage, 200)
+@document_response(QueryRefused, 400)
 async def replenishment_parameters(tenantId: str) -> Response:
+    """Replenishment parameters in use, resolved store-specific, local, base."""
     limit, after, since = _limit(), _cursor(ParameterKey.from_dict), _modified_since()
     page = await blocking(replenishment_parameter_page, services().engine, tenantId,
                           retail_store_number=request.args.get("retailStoreNumber"), modified_since=since,

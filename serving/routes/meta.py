@@ -6,11 +6,13 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from quart import Blueprint, Response
+from quart import Blueprint, Response, current_app
+from quart_schema import document_response, tag
 
-from contracts.openapi import openapi_document
+from contracts.meta import Health, JsonWebKeySet, OpenApiDocument, OpenIdConfiguration, ServerMetadata
 from contracts.rendering import instant
 from serving.jsonio import blocking, json_response
+from serving.openapi import openapi_json
 from serving.services import services
 from store.batches import oldest_unfinished
 from store.clients import SCOPES
@@ -44,8 +46,14 @@ def _probe_pipeline(engine: sa.Engine, stale_seconds: float) -> dict[str, Any]:
 
 
 @blueprint.get("/healthcheck")
+@tag(["Operations"])
+@document_response(Health, 200)
+@document_response(Health, 503)
 async def healthcheck() -> Response:
-    """200 while the database answers; the pipeline check only reports (see the README's Decisions)."""
+    """Probe the service and its database.
+
+    200 while the database answers, 503 when it cannot be reached; the pipeline check only reports.
+    """
     engine, settings = services().engine, services().settings
     try:
         latency = await blocking(_probe_database, engine)
@@ -63,12 +71,18 @@ async def healthcheck() -> Response:
 
 
 @blueprint.get("/v1/openapi.json")
+@tag(["Operations"])
+@document_response(OpenApiDocument, 200)
 async def openapi() -> Response:
-    return json_response(openapi_document(services().tokens.issuer))
+    """This document."""
+    return Response(openapi_json(current_app), content_type="application/json")
 
 
 @blueprint.get("/.well-known/jwks.json")
+@tag(["Authentication"])
+@document_response(JsonWebKeySet, 200)
 async def jwks() -> Response:
+    """Public token signing keys."""
     keys = await services().tokens.public_jwks()
     return json_response(keys, headers={"Cache-Control": "public, max-age=300"})
 
@@ -88,12 +102,18 @@ def _server_metadata() -> dict:
 
 
 @blueprint.get("/.well-known/oauth-authorization-server")
+@tag(["Authentication"])
+@document_response(ServerMetadata, 200)
 async def authorization_server_metadata() -> Response:
+    """Authorization server metadata (RFC 8414)."""
     return json_response(_server_metadata())
 
 
 @blueprint.get("/.well-known/openid-configuration")
+@tag(["Authentication"])
+@document_response(OpenIdConfiguration, 200)
 async def openid_configuration() -> Response:
+    """OpenID provider configuration."""
     # Only the discovery fields that mean something for a client-credentials-only server.
     return json_response({**_server_metadata(), "subject_types_supported": ["public"],
                           "id_token_signing_alg_values_supported": ["ES256"]})

@@ -7,9 +7,19 @@ from urllib.parse import parse_qs, unquote_plus
 
 import orjson
 from quart import Blueprint, Response, request
+from quart_schema import document_request, document_response, tag
+from quart_schema.validation import DataSource
 
+from contracts.meta import (
+    ClientAuthenticationFailed,
+    TokenAttemptsThrottled,
+    TokenRequest,
+    TokenRequestRefused,
+    TokenResponse,
+)
 from serving.credentials import DUMMY_HASH
 from serving.jsonio import blocking, json_response
+from serving.openapi import also_accepts
 from serving.secret_verifier import VerifierBusy
 from serving.services import services
 from store.clients import Client, get_client
@@ -162,11 +172,24 @@ async def _token_response(tenant_id: str | None) -> Response:
     return json_response(body, 200, _NO_STORE)
 
 
+def _documented(func):
+    """Both token endpoints take the same body and give the same answers."""
+    for status, model in ((200, TokenResponse), (400, TokenRequestRefused), (401, ClientAuthenticationFailed),
+                          (429, TokenAttemptsThrottled)):
+        func = document_response(model, status)(func)
+    func = also_accepts("application/json")(func)
+    return tag(["Authentication"])(document_request(TokenRequest, source=DataSource.FORM)(func))
+
+
 @blueprint.post("/oauth2/token")
+@_documented
 async def token() -> Response:
+    """Exchange client credentials for an access token."""
     return await _token_response(None)
 
 
 @blueprint.post("/v1/tenants/<tenantId>/oauth2/v2.0/token")
+@_documented
 async def tenant_token(tenantId: str) -> Response:
+    """Token endpoint kept for existing integrations (tenant in the path)."""
     return await _token_response(tenantId)

@@ -1,0 +1,245 @@
+"""The OpenAPI 3.1 document at /v1/openapi.json, generated from the routes by quart-schema.
+
+Routes declare their shapes with quart-schema's decorators (`document_response`, `document_request`,
+`document_querystring`, `document_headers`) and pydantic models in `contracts/`. This provider adds what holds
+for whole groups of routes, so nobody writes it per route:
+
+- a blueprint guarded by `protect` gets both security schemes with its scope, its scope's tag and the 401, 403 and
+  429 answers; every operation may answer 500; all of these with the Error body;
+- all models go through ONE pydantic schema generation, so a model several routes share is one component, and
+  two different models of one name get distinct names instead of one silently replacing the other;
+- path parameters are described, operation ids are unique (the endpoint's name), response headers sit where
+  OpenAPI wants them (quart-schema puts them under `content`), and the headers the app adds to whole groups of
+  answers are declared (X-Request-Id on all, the rate-limit headers on protected ones, Retry-After on 429).
+
+Responses stay plain dicts rendered by orjson: the models only document them (no validate_response).
+"""
+
+import copy
+import inspect
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema
+from quart import Quart
+from quart_schema import QuartSchema
+from quart_schema.openapi import QUART_SCHEMA_OPERATION_ID_ATTRIBUTE, OpenAPIProvider
+from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE, QUART_SCHEMA_RESPONSE_ATTRIBUTE, DataSource
+from werkzeug.routing import Rule
+
+from contracts import openapi as words
+from contracts.models import Error
+from serving.protection import protected_scope
+
+T = TypeVar("T", bound=Callable[..., Any])
+_MEDIA_TYPES_ATTRIBUTE = "_pia_request_media_types"
+_REF_TEMPLATE = "#/components/schemas/{model}"
+
+
+def _header(description: str, required: bool = True, kind: str = "string") -> dict[str, Any]:
+    return {"description": description, "required": required, "schema": {"type": kind}}
+
+
+_REQUEST_ID = {"X-Request-Id": _header("The caller's X-Request-Id when 1-64 characters of [A-Za-z0-9._-], "
+                                       "else one the service made; quote it when reporting a problem.")}
+_RATE_LIMIT = {  # on every answer to a valid token; without the Redis store the count is skipped (fail open)
+    "X-RateLimit-Limit": _header("Requests allowed per rolling 60 s.", kind="integer"),
+    "X-RateLimit-Remaining": _header("Requests left in the window.", required=False, kind="integer"),
+    "X-RateLimit-Reset": _header("Seconds until the oldest request leaves the window.", required=False,
+                                 kind="integer")}
+_RETRY_AFTER = {"Retry-After": _header("Seconds to wait before retrying.", kind="integer")}
+_WWW_AUTHENTICATE = {"WWW-Authenticate": _header("Bearer challenge (RFC 6750).")}
+
+
+def also_accepts(*media_types: str) -> Callable[[T], T]:
+    """The documented request body (`document_request`) may also come as these media types."""
+
+    def decorator(func: T) -> T:
+        setattr(func, _MEDIA_TYPES_ATTRIBUTE, media_types)
+        return func
+
+    return decorator
+
+
+def attach_openapi(app: Quart, issuer: str) -> None:
+    """Set up quart-schema for the app. No Swagger UI or Redoc: the document is the contract, any viewer reads
+    /v1/openapi.json, and an API server should not serve pages that load scripts from third-party CDNs."""
+    make_response = app.make_response
+    QuartSchema(app, openapi_path=None, redoc_ui_path=None, scalar_ui_path=None, swagger_ui_path=None,
+                info={"title": words.TITLE, "version": "latest", "description": words.DESCRIPTION},
+                tags=[{"name": name, "description": text} for name, text in words.tags().items()],
+                servers=[{"url": issuer}], security_schemes=words.security_schemes(issuer),
+                openapi_provider_class=ContractProvider)
+    # quart-schema wraps make_response to turn returned models into JSON (13 µs on every response); the routes
+    # return Responses rendered by orjson, so the wrapper only costs time.
+    app.make_response = make_response  # type: ignore[method-assign]
+
+    @app.before_serving
+    async def generate_document() -> None:
+        # At start, so a model that cannot be documented stops the server, not the first reader.
+        openapi_json(app)
+
+
+def openapi_json(app: Quart) -> bytes:
+    """The document as sent; generated once per app (the routes do not change while it serves)."""
+    provider: ContractProvider = app.extensions["QUART_SCHEMA"].openapi_provider
+    return provider.document_json()
+
+
+class ContractProvider(OpenAPIProvider):
+    def __init__(self, app: Quart, extension: QuartSchema) -> None:
+        super().__init__(app, extension)
+        self._json: bytes | None = None
+        self._schemas: dict[tuple[Any, str], dict[str, Any]] = {}
+
+    def document_json(self) -> bytes:
+        if self._json is None:
+            self._json = orjson.dumps(self.schema())
+        return self._json
+
+    def schema(self) -> dict[str, Any]:
+        self._schemas, definitions = _generate_schemas(self._declared_models())
+        document = super().schema()
+        schemas = document["components"]["schemas"]
+        for name, schema in definitions.items():
+            if schemas.setdefault(name, schema) != schema:
+                raise ValueError(f"two different schemas are named {name}; rename one of the models")
+        document["paths"] = dict(document["paths"])
+        return document
+
+    def _declared_models(self) -> set[tuple[Any, str]]:
+        """Every (model, mode) a route declares for a request or response body, and the shared Error."""
+        found: set[tuple[Any, str]] = {(Error, "serialization")}
+        for rule in self.generate_rules():
+            func = self._app.view_functions[rule.endpoint]
+            if request := getattr(func, QUART_SCHEMA_REQUEST_ATTRIBUTE, None):
+                found.add((request[0], "validation"))
+            for model, _ in getattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {}).values():
+                found.add((model, "serialization"))
+        return found
+
+    # quart-schema's hooks, answered from the one generation
+
+    def build_request_body(self, model: Any, source: DataSource) -> tuple[dict[str, Any], dict[str, Any]]:
+        media_type = {DataSource.JSON: "application/json", DataSource.FORM_MULTIPART: "multipart/form-data"}.get(
+            source, "application/x-www-form-urlencoded")
+        schema = self._schemas[(model, "validation")]
+        return {"required": True, "content": {media_type: {"schema": schema}}}, {}
+
+    def build_response_object(self, model: Any, headers_model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        schema = self._schemas[(model, "serialization")]
+        response: dict[str, Any] = {"description": _own_docstring(model),
+                                    "content": {"application/json": {"schema": schema}}}
+        if headers_model is not None:
+            headers = TypeAdapter(headers_model).json_schema()
+            response["headers"] = {
+                name: {"description": field.get("description", ""), "required": name in headers.get("required", ()),
+                       "schema": {k: v for k, v in field.items() if k not in ("title", "description")}}
+                for name, field in headers["properties"].items()}
+        return response, {}
+
+    def build_querystring_parameters(self, model: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        parameters, definitions = super().build_querystring_parameters(model)
+        for parameter in parameters:
+            parameter["schema"] = _not_null(parameter["schema"])
+        return parameters, definitions
+
+    def build_headers_parameters(self, model: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        parameters, definitions = super().build_headers_parameters(model)
+        for parameter in parameters:
+            parameter["schema"] = _not_null(parameter["schema"])
+        return parameters, definitions
+
+    def build_path_parameter(self, name: str, converter: Any) -> dict[str, Any]:
+        parameter = super().build_path_parameter(name, converter)
+        if name in words.PATH_PARAMETERS:
+            parameter["description"] = words.PATH_PARAMETERS[name]
+        return parameter
+
+    def build_paths(self, rule: Rule) -> tuple[dict, dict]:
+        paths, components = super().build_paths(rule)
+        func = self._app.view_functions[rule.endpoint]
+        blueprint = self._app.blueprints.get(rule.endpoint.rpartition(".")[0])
+        for item in paths.values():
+            for method, operation in item.items():
+                item[method] = self._complete(copy.deepcopy(operation), method, rule.endpoint, func,
+                                              protected_scope(blueprint))
+        return paths, components
+
+    def _complete(self, operation: dict[str, Any], method: str, endpoint: str, func: Callable[..., Any],
+                  scope: str | None) -> dict[str, Any]:
+        if not operation["parameters"]:
+            del operation["parameters"]
+        if not operation.get("description", "").strip():
+            operation.pop("description", None)
+        else:
+            operation["description"] = operation["description"].strip()
+        if not getattr(func, QUART_SCHEMA_OPERATION_ID_ATTRIBUTE, None):
+            blueprint, _, name = endpoint.rpartition(".")
+            # Unique across blueprints (three scopes have a retail_stores); no "put_…_put_…" when the name says it.
+            operation["operationId"] = "_".join(filter(None, (method, blueprint, name.removeprefix(f"{method}_"))))
+        if (media_types := getattr(func, _MEDIA_TYPES_ATTRIBUTE, ())) and "requestBody" in operation:
+            content = operation["requestBody"]["content"]
+            schema = next(iter(content.values()))["schema"]
+            content.update({media_type: {"schema": schema} for media_type in media_types})
+        responses: dict[str, Any] = {str(status): answer for status, answer in operation["responses"].items()}
+        errors = dict(words.PROTECTED_ERRORS) if scope else {}
+        errors[500] = words.SERVER_ERROR
+        for status, description in errors.items():
+            responses.setdefault(str(status), {"description": description, "content": {
+                "application/json": {"schema": self._schemas[(Error, "serialization")]}}})
+        for status, answer in responses.items():
+            answer["description"] = answer["description"] or HTTPStatus(int(status)).phrase
+            headers = answer.setdefault("headers", {})
+            headers.update(_REQUEST_ID)
+            if status == "429":
+                headers.update(_RETRY_AFTER)
+            if scope and status == "401":
+                headers.update(_WWW_AUTHENTICATE)
+            elif scope:
+                headers.update(_RATE_LIMIT)
+        operation["responses"] = dict(sorted(responses.items()))
+        if scope:
+            operation["security"] = words.security_of(scope)
+            operation["tags"] = [words.SCOPES.get(scope, scope)]
+        else:
+            operation["security"] = []  # open: no token needed
+        return operation
+
+
+def _generate_schemas(models: set[tuple[Any, str]]) -> tuple[dict[tuple[Any, str], dict[str, Any]], dict]:
+    """One pydantic generation for all models: shared definitions, distinct names for distinct models."""
+    ordered = sorted(models, key=lambda pair: (repr(pair[0]), pair[1]))  # stable names and order run to run
+    schemas, definitions = TypeAdapter.json_schemas(
+        [(pair, pair[1], TypeAdapter(pair[0])) for pair in ordered], ref_template=_REF_TEMPLATE,
+        union_format="primitive_type_array", schema_generator=_WithoutFieldTitles)
+    return {key: schema for (key, _), schema in schemas.items()}, definitions.get("$defs", {})
+
+
+class _WithoutFieldTitles(GenerateJsonSchema):
+    """Models keep their titles; fields do not get pydantic's "Batchid"-style ones (the name says it)."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A query or header parameter is absent or has a value: drop the null of a `str | None` field, and the
+    title."""
+    schema = {key: value for key, value in schema.items() if key != "title"}
+    alternatives = [option for option in schema.pop("anyOf", ()) if option != {"type": "null"}]
+    if len(alternatives) == 1:
+        schema.update(alternatives[0])
+    elif alternatives:
+        schema["anyOf"] = alternatives
+    if schema.get("default", 0) is None:
+        del schema["default"]
+    return schema
+
+
+def _own_docstring(model: Any) -> str:
+    """The model's own docstring (not one inherited from a base model), or "" for the status phrase."""
+    return inspect.cleandoc(model.__dict__.get("__doc__") or "") if isinstance(model, type) else ""
