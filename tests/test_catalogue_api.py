@@ -5,11 +5,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 import sqlalchemy as sa
+from pydantic import TypeAdapter
+from quart_schema.validation import QUART_SCHEMA_RESPONSE_ATTRIBUTE
 
 from contracts.events import INVENTORY_UPDATED, PRODUCT_UPDATED, REFERENCE_LISTS
 from serving.demo import seed_demo_tenant
+from serving.routes import ecom
+from serving.routes import loyalty_programs as loyalty_routes
 from store.ids import new_id, utc_now
 from store.schema import event_outbox, loyalty_programs, skus
 from tests.catalogue_builder import Builder, Catalogue, build_catalogue
@@ -414,3 +419,42 @@ def test_loyalty_program_route_is_protected(http, cached_token, world, shared_wo
     assert http.get(path, headers=bearer(cached_token(world, ecom_client))).status_code == 403
     other = client_of(shared_world, "loyalty_programs")
     assert http.get(path, headers=bearer(cached_token(shared_world, other))).status_code == 403
+
+
+# --- documented shapes ----------------------------------------------------------------------------------
+
+
+def _documented_schema(view: Any, status: int = 200) -> dict[str, Any]:
+    """The JSON Schema of the model the route declares with quart-schema's document_response."""
+    model, _headers = getattr(view, QUART_SCHEMA_RESPONSE_ATTRIBUTE)[status]
+    return TypeAdapter(model).json_schema(mode="serialization")
+
+
+@pytest.mark.parametrize(("view", "path"), [
+    (ecom.product_schema, "/product_schema/{list}"),
+    (ecom.product_ids, "/products?includeUnpublished=true&limit=2"),
+    (ecom.product, "/products/{P1}"),
+    (ecom.product, "/products/{P3}"),
+    (ecom.inventory, "/skus/P1-S/inventory"),
+    (ecom.inventory, "/skus/P1-M/inventory"),
+    (ecom.campaigns, "/campaigns"),
+    (ecom.retail_stores, "/retail_stores"),
+])
+def test_responses_match_their_documented_models(store_a, scene, view, path) -> None:
+    schema = _documented_schema(view)
+    products = scene[1].products
+    paths = ([path.replace("{list}", name) for name in REFERENCE_LISTS] if "{list}" in path
+             else [path.replace("{P1}", products["P1"]).replace("{P3}", products["P3"])])
+    for each in paths:
+        response = store_a.http.get(store_a.prefix + each, headers=store_a.headers)
+        assert response.status_code == 200, response.text
+        jsonschema.validate(response.json(), schema)
+
+
+def test_trigger_and_loyalty_answers_match_their_documented_models(http, cached_token, world) -> None:
+    api = _api(http, cached_token, world, 0)
+    jsonschema.validate(api.post("/inventory/trigger_events").json(), _documented_schema(ecom.trigger_inventory_events))
+    client = client_of(world, "loyalty_programs")
+    response = http.get(f"/v1/tenants/{world['id']}/loyalty_programs/{client['resource']}/",
+                        headers=bearer(cached_token(world, client)))
+    jsonschema.validate(response.json(), _documented_schema(loyalty_routes.program))
