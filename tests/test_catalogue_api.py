@@ -52,20 +52,21 @@ def _api(http: httpx.Client, cached_token, world: dict[str, Any], index: int) ->
     return Api(http, cached_token(world, client), world["id"], client["resource"])
 
 
+def _scene_api(http: httpx.Client, cached_token, scene: tuple[dict[str, Any], Catalogue], index: int) -> Api:
+    world, cat = scene
+    api = _api(http, cached_token, world, index)
+    assert api.prefix.endswith((cat.store_a, cat.store_b)[index])  # the demo's clients follow store numbers
+    return api
+
+
 @pytest.fixture
 def store_a(http, cached_token, scene) -> Api:
-    world, cat = scene
-    api = _api(http, cached_token, world, 0)
-    assert api.prefix.endswith(cat.store_a)
-    return api
+    return _scene_api(http, cached_token, scene, 0)
 
 
 @pytest.fixture
 def store_b(http, cached_token, scene) -> Api:
-    world, cat = scene
-    api = _api(http, cached_token, world, 1)
-    assert api.prefix.endswith(cat.store_b)
-    return api
+    return _scene_api(http, cached_token, scene, 1)
 
 
 # --- reference lists ------------------------------------------------------------------------------------
