@@ -66,6 +66,8 @@ def _postgres_type(arrow_type: pa.DataType) -> str:
         return "text"
     if pa.types.is_boolean(arrow_type):
         return "boolean"
+    if pa.types.is_integer(arrow_type):
+        return "bigint"
     if pa.types.is_date(arrow_type):
         return "date"
     if pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None:

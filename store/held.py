@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from store.schema import assortment_lines, retail_stores, sales_forecasts, skus, store_assortment_lines
 
 
-class _PageKey:
+class PageKey:
     """The last row of a page as plain values, which the HTTP layer wraps into an opaque cursor."""
 
     def to_dict(self) -> dict[str, str | bool]:
@@ -32,14 +32,14 @@ class _PageKey:
 
 
 @dataclass(frozen=True)
-class ForecastKey(_PageKey):
+class ForecastKey(PageKey):
     is_ecom: bool
     store_number: str
     sku_number: str
 
 
 @dataclass(frozen=True)
-class ParameterKey(_PageKey):
+class ParameterKey(PageKey):
     store_number: str
     sku_number: str
 

@@ -1,8 +1,15 @@
-"""Reads of the back-office reference data: stores and programs."""
+"""Reads of the back-office reference data: stores, programs and the reference lists of GET /product_schema/*."""
 
 import sqlalchemy as sa
 
-from store.schema import ecom_stores, loyalty_program_stores, loyalty_programs, retail_stores
+from store.schema import (
+    companies,
+    ecom_stores,
+    loyalty_program_stores,
+    loyalty_programs,
+    reference_entries,
+    retail_stores,
+)
 
 _RETAIL_STORE_COLUMNS = (retail_stores.c.id, retail_stores.c.number, retail_stores.c.name,
                          retail_stores.c.released, retail_stores.c.street, retail_stores.c.post_code,
@@ -47,3 +54,33 @@ def program_retail_stores(engine: sa.Engine, tenant_id: str, program_id: str) ->
                                         members.c.tenant_id == tenant_id))
                  .where(retail_stores.c.tenant_id == tenant_id, members.c.loyalty_program_id == program_id)
                  .order_by(retail_stores.c.number))
+
+
+def loyalty_program(engine: sa.Engine, tenant_id: str, program_id: str) -> sa.Row | None:
+    """The program with its currency and how many retail stores it covers.
+
+    The currency is that of the program's company; a program loaded before companies were named on programs
+    counts in the currency of the tenant's first company by number.
+    """
+    first_company = (sa.select(companies.c.currency_iso_code).where(companies.c.tenant_id == tenant_id)
+                     .order_by(companies.c.number).limit(1).scalar_subquery())
+    own_company = (sa.select(companies.c.currency_iso_code)
+                   .where(companies.c.tenant_id == tenant_id, companies.c.id == loyalty_programs.c.company_id)
+                   .scalar_subquery())
+    store_count = (sa.select(sa.func.count()).select_from(loyalty_program_stores)
+                   .where(loyalty_program_stores.c.tenant_id == tenant_id,
+                          loyalty_program_stores.c.loyalty_program_id == loyalty_programs.c.id)
+                   .scalar_subquery())
+    query = (sa.select(loyalty_programs.c.id, loyalty_programs.c.code, loyalty_programs.c.name,
+                       sa.func.coalesce(own_company, first_company).label("currency_iso_code"),
+                       store_count.label("retail_store_count"))
+             .where(loyalty_programs.c.tenant_id == tenant_id, loyalty_programs.c.id == program_id))
+    with engine.connect() as conn:
+        return conn.execute(query).first()
+
+
+def reference_list(engine: sa.Engine, tenant_id: str, list_name: str) -> list[sa.Row]:
+    """The entries of one reference list (list_name: the segment of GET /product_schema/{list}), by code."""
+    return _rows(engine, sa.select(reference_entries)
+                 .where(reference_entries.c.tenant_id == tenant_id, reference_entries.c.list_name == list_name)
+                 .order_by(reference_entries.c.code))

@@ -1,13 +1,10 @@
 """Demand planning scope: /v1/tenants/{tenantId}/demand_planning/…"""
 
-import base64
-import binascii
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from quart import Blueprint, Response, g, request
 from quart_schema import document_headers, document_querystring, document_request, document_response
 
@@ -39,6 +36,7 @@ from contracts.stores import EcomStore, RetailStore
 from ingest.accept import accept_upload, canonical_batch_id
 from ingest.body import check_media_type
 from serving.jsonio import blocking, json_response
+from serving.paging import decode_cursor, encode_cursor
 from serving.protection import protect
 from serving.rendering import batch_status, held_forecast, held_parameter
 from serving.routes.stores import ecom_store_json, retail_store_json
@@ -183,20 +181,14 @@ def _limit() -> int:
 
 
 def _cursor(decode: Callable[[dict[str, Any]], Any]) -> Any:
-    raw = request.args.get("cursor")
-    if not raw:
-        return None
     try:
-        return decode(orjson.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))))
-    except (binascii.Error, ValueError, TypeError, KeyError):
+        return decode_cursor(request.args.get("cursor"), decode)
+    except ValueError:
         raise _query_error("cursor", "INVALID_CURSOR", "cursor must be a nextCursor value from this list.") from None
 
 
 def _page_response(items: list[dict[str, Any]], next_key: Any) -> Response:
-    cursor = None
-    if next_key is not None:
-        cursor = base64.urlsafe_b64encode(orjson.dumps(next_key.to_dict())).decode().rstrip("=")
-    return json_response({"items": items, "nextCursor": cursor})
+    return json_response({"items": items, "nextCursor": encode_cursor(next_key)})
 
 
 @blueprint.get("/sales_forecasts")

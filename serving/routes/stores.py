@@ -5,17 +5,18 @@ from typing import Any
 import sqlalchemy as sa
 
 
-def _status(released: bool) -> str:
+def status_of(released: bool) -> str:
+    """The status field of stores and products."""
     return "RELEASED" if released else "NOT_RELEASED"
 
 
 def retail_store_json(row: sa.Row) -> dict[str, Any]:
     return {
-        "id": row.id, "number": row.number, "name": row.name, "status": _status(row.released),
+        "id": row.id, "number": row.number, "name": row.name, "status": status_of(row.released),
         "visitAddress": {"street": row.street, "postCode": row.post_code, "city": row.city,
                          "countryIsoCode": row.country_iso_code},
     }
 
 
 def ecom_store_json(row: sa.Row) -> dict[str, Any]:
-    return {"id": row.id, "number": row.number, "name": row.name, "status": _status(row.released)}
+    return {"id": row.id, "number": row.number, "name": row.name, "status": status_of(row.released)}
