@@ -8,7 +8,11 @@ Decisions where the contract is silent:
   phonenumbers, must be valid numbers and are kept in E.164 form (`+47 412 34 567` is kept as `+4741234567`).
 - Addresses need `street`, `postCode`, `city` and `countryIsoCode` (two upper-case letters); a delivery address
   may add `name`, `email` and `phone`, an invoice address `email`, checked like the customer's own.
-- `loyaltyMemberships`, when sent, is the customer's whole list (null or [] removes every membership).
+- `birthDate` and a membership's `memberSince` are real days, not after today (UTC): `INVALID_DATE`.
+- `loyaltyMemberships`, when sent, is the customer's whole list (null or [] removes every membership); each
+  names a loyalty program of the tenant, at most once (`UNKNOWN_LOYALTY_PROGRAM`, `DUPLICATE_LOYALTY_PROGRAM`).
+- Names and address lines are 1 to 200 characters without control characters; a member number is a key
+  (1 to 64 characters, see `contracts/formats.py`).
 - `ext` is an object, replaced whole when sent; `{}` when none was sent or it was cleared.
 """
 
@@ -21,7 +25,7 @@ from email_validator import EmailNotValidError, validate_email
 from pydantic import AfterValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from contracts.formats import DATE_SHAPE, TEXT, date_value, key_problem
+from contracts.formats import DATE_SHAPE, MAX_KEY_LENGTH, TEXT, date_value, key_problem
 from contracts.models import Day, Id, Instant, Shape
 
 MAX_TEXT_LENGTH = 200  # String(200) in the store
@@ -100,7 +104,8 @@ PastDay = Annotated[Day, AfterValidator(_past_day)]
 Text = Annotated[str, AfterValidator(_text), Field(json_schema_extra={"minLength": 1, "maxLength": MAX_TEXT_LENGTH})]
 CountryCode = Annotated[str, AfterValidator(_country),
                         Field(json_schema_extra={"pattern": "^[A-Z]{2}$"}, examples=["NO"])]
-MemberNumber = Annotated[str, AfterValidator(_member_number), Field(json_schema_extra={"maxLength": 64})]
+MemberNumber = Annotated[str, AfterValidator(_member_number),
+                         Field(json_schema_extra={"minLength": 1, "maxLength": MAX_KEY_LENGTH})]
 
 
 class InvoiceAddress(Shape):

@@ -66,26 +66,36 @@ def customer_by_email(engine: sa.Engine, tenant_id: str, normalized_email: str) 
         return _read(conn, tenant_id, customers.c.email_key == email_key(normalized_email))
 
 
-def put_customer(engine: sa.Engine, tenant_id: str, customer_id: str, changes: dict[str, Any],
-                 create: bool = True) -> tuple[Customer, bool] | None:
-    """Apply `changes` (Customer field names) to the customer, creating it when `create`; None when it is
-    unknown and not created. Returns the customer and whether it was created."""
-    return _contended(engine, lambda conn: _save(conn, tenant_id, customer_id, changes, create))
+def put_customer(engine: sa.Engine, tenant_id: str, customer_id: str,
+                 changes: dict[str, Any]) -> tuple[Customer, bool]:
+    """Apply `changes` (Customer field names) to the customer, creating it if need be; True when created."""
+
+    def attempt(conn: sa.Connection) -> tuple[Customer, bool]:
+        return _save(conn, tenant_id, customer_id, _locked(conn, tenant_id, customers.c.id == customer_id), changes)
+
+    return _contended(engine, attempt)
+
+
+def change_customer(engine: sa.Engine, tenant_id: str, customer_id: str, changes: dict[str, Any]) -> Customer | None:
+    """Apply `changes` to a known customer; None when there is no such customer."""
+
+    def attempt(conn: sa.Connection) -> Customer | None:
+        current = _locked(conn, tenant_id, customers.c.id == customer_id)
+        return _save(conn, tenant_id, customer_id, current, changes)[0] if current else None
+
+    return _contended(engine, attempt)
 
 
 def push_customer(engine: sa.Engine, tenant_id: str, changes: dict[str, Any]) -> tuple[Customer, bool]:
     """Apply `changes` to the customer holding `changes["phone"]`, or create one with a new id."""
 
-    def attempt(conn: sa.Connection) -> tuple[Customer, bool] | None:
-        owner = conn.scalar(sa.select(customers.c.id)
-                            .where(customers.c.tenant_id == tenant_id, customers.c.phone == changes["phone"]))
+    def attempt(conn: sa.Connection) -> tuple[Customer, bool]:
+        owner = _locked(conn, tenant_id, customers.c.phone == changes["phone"])
         # The phone is not checked again: an owner created since the look-up trips the unique key, and the
         # next run finds it (PostgreSQL reads each statement afresh, so a check here could answer 409).
-        return _save(conn, tenant_id, owner or new_id(), changes, create=True, unique=("email",))
+        return _save(conn, tenant_id, owner.id if owner else new_id(), owner, changes, unique=("email",))
 
-    saved = _contended(engine, attempt)
-    assert saved is not None  # creating is allowed
-    return saved
+    return _contended(engine, attempt)
 
 
 def _contended(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
@@ -102,12 +112,10 @@ def _contended(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def _save(conn: sa.Connection, tenant_id: str, customer_id: str, changes: dict[str, Any], create: bool,
-          unique: Sequence[str] = ("email", "phone")) -> tuple[Customer, bool] | None:
-    """`unique`: the fields to answer 409 for when another customer holds them."""
-    current = _read(conn, tenant_id, customers.c.id == customer_id, lock=True)
-    if current is None and not create:
-        return None
+def _save(conn: sa.Connection, tenant_id: str, customer_id: str, current: Customer | None,
+          changes: dict[str, Any], unique: Sequence[str] = ("email", "phone")) -> tuple[Customer, bool]:
+    """Write `changes` over `current` (None: create the customer); True when created. `unique`: the fields to
+    answer 409 for when another customer holds them."""
     _check(conn, tenant_id, current, changes)
     if "memberships" in changes:  # held and compared in one order
         changes = {**changes, "memberships": tuple(sorted(changes["memberships"], key=lambda m: m.loyalty_program_id))}
@@ -203,11 +211,15 @@ def _write(conn: sa.Connection, tenant_id: str, current: Customer | None, saved:
             conn.execute(table.update().where(this_customer, table.c.loyalty_program_id == program).values(values))
 
 
+def _locked(conn: sa.Connection, tenant_id: str, which: sa.ColumnElement[bool]) -> Customer | None:
+    """The customer about to be changed, locked against concurrent writers until the transaction ends."""
+    # DuckDB has no row locks; its write-write conflicts make the later writer run again instead.
+    return _read(conn, tenant_id, which, lock=not is_duckdb(conn.engine))
+
+
 def _read(conn: sa.Connection, tenant_id: str, which: sa.ColumnElement[bool], lock: bool = False) -> Customer | None:
     query = sa.select(customers).where(customers.c.tenant_id == tenant_id, which)
-    if lock and not is_duckdb(conn.engine):  # DuckDB has no row locks; its write-write conflicts do the job
-        query = query.with_for_update()
-    row = conn.execute(query).first()
+    row = conn.execute(query.with_for_update() if lock else query).first()
     if row is None:
         return None
     table = memberships_table

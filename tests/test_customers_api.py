@@ -7,10 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 import sqlalchemy as sa
 from alembic import command
 
+from contracts.customers import Customer
 from settings import Settings
 from store.engine import create_engine
 from store.ids import new_id
@@ -19,6 +21,7 @@ from store.schema import customers, event_outbox
 from tests.conftest import bearer, client_of
 
 TOMORROW = (datetime.now(UTC).date() + timedelta(days=1)).isoformat()
+CUSTOMER_SCHEMA = Customer.model_json_schema()
 
 
 class Shop:
@@ -62,6 +65,7 @@ def _address(**more: Any) -> dict[str, Any]:
 def _new_customer(shop: Shop, **fields: Any) -> dict[str, Any]:
     response = shop.put(f"/customers/{new_id()}", {"firstName": "Kari", "lastName": "Nordmann", **fields})
     assert response.status_code == 201, response.text
+    jsonschema.validate(response.json(), CUSTOMER_SCHEMA)  # the shape the OpenAPI document declares
     return response.json()
 
 
@@ -90,6 +94,7 @@ def test_put_creates_then_changes_only_the_fields_sent(shop: Shop, shared_world)
         "loyaltyMemberships": [{"loyaltyProgramId": program, "memberNumber": "FV-1", "memberSince": "2024-01-02"}],
         "ext": {"crm": {"segment": "gold"}, "score": 7},
         "createdTime": record["createdTime"], "modifiedTime": record["createdTime"]}
+    jsonschema.validate(record, CUSTOMER_SCHEMA)
 
     # Absent keeps, null clears.
     changed = shop.put(f"/customers/{customer_id}", {"lastName": "Berg", "birthDate": None, "invoiceAddress": None,
@@ -327,6 +332,7 @@ def test_unparseable_json_is_bad_request_and_unknown_fields_are_ignored(shop: Sh
     broken = shop.http.put(f"{shop.prefix}/customers/{customer_id}", content=b'{"firstName": "Kari",',
                            headers={**shop.headers, "Content-Type": "application/json"})
     assert broken.status_code == 400 and broken.json()["error"] == "BAD_REQUEST"
+    assert _errors(shop.put(f"/customers/{customer_id}", ["Kari"])) == {("$", "INVALID_TYPE")}
     created = shop.put(f"/customers/{customer_id}", {"firstName": "Kari", "lastName": "N", "shoeSize": 38,
                                                      "deliveryAddress": _address(floor=3)})
     assert created.status_code == 201, created.text

@@ -45,9 +45,7 @@ async def put_customer(tenantId: str, eComStoreId: str, customerId: str) -> Resp
         raise InvalidRequest(id_problems + invalid.details["errors"]) from None
     if customer_id is None:
         raise InvalidRequest(id_problems)
-    saved = await blocking(store.put_customer, services().engine, tenantId, customer_id, _changes(body))
-    assert saved is not None  # creating is allowed
-    customer, created = saved
+    customer, created = await blocking(store.put_customer, services().engine, tenantId, customer_id, _changes(body))
     return json_response(customer_json(customer), 201 if created else 200)
 
 
@@ -69,11 +67,11 @@ async def put_addresses(tenantId: str, eComStoreId: str, customerId: str) -> Res
     """Set or clear the delivery and invoice addresses of a known customer; 400, 404 CUSTOMER_NOT_FOUND."""
     body = await json_body(CustomerAddresses)
     customer_id = _uuid(customerId)
-    saved = customer_id and await blocking(store.put_customer, services().engine, tenantId, customer_id,
-                                           _changes(body), create=False)
-    if not saved:
+    customer = customer_id and await blocking(store.change_customer, services().engine, tenantId, customer_id,
+                                              _changes(body))
+    if not customer:
         raise CustomerNotFound(f"No customer {customerId}.")
-    return json_response(customer_json(saved[0]))
+    return json_response(customer_json(customer))
 
 
 @blueprint.put("/push-customer")
