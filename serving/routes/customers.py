@@ -88,8 +88,9 @@ async def push_customer(tenantId: str, eComStoreId: str) -> Response:
     return json_response(customer_json(customer), 201, {"Location": location})
 
 
-# `path`, not the default converter: an address's local part may hold a slash (sent as %2F).
-@blueprint.get("/customers/by_email/<path:email>")
+# The default converter, not `path`: quart-schema 0.25 misreads `<path:…>` after other variables when it writes
+# the OpenAPI path. So an address whose local part holds a slash (legal, rare) cannot be looked up here.
+@blueprint.get("/customers/by_email/<email>")
 @document_response(Customer, 200)
 async def customer_by_email(tenantId: str, eComStoreId: str, email: str) -> Response:
     """The customer with this e-mail address (URL-decoded, compared case-insensitively); 404 CUSTOMER_NOT_FOUND."""
