@@ -194,21 +194,14 @@ def _write(conn: sa.Connection, tenant_id: str, current: Customer | None, saved:
     else:
         conn.execute(customers.update().where(customers.c.tenant_id == tenant_id, customers.c.id == saved.id)
                      .values(**_columns(saved)))
-    # Memberships change row by row (never delete-then-insert one key: DuckDB refuses that in one transaction).
-    held = {m.loyalty_program_id: m for m in current.memberships} if current else {}
-    wanted = {m.loyalty_program_id: m for m in saved.memberships}
+    if current is not None and current.memberships == saved.memberships:
+        return
     table = memberships_table
-    this_customer = sa.and_(table.c.tenant_id == tenant_id, table.c.customer_id == saved.id)
-    gone = [program for program in held if program not in wanted]
-    if gone:
-        conn.execute(table.delete().where(this_customer, table.c.loyalty_program_id.in_(gone)))
-    for program, membership in wanted.items():
-        values = {"member_number": membership.member_number, "member_since": membership.member_since}
-        if program not in held:
-            conn.execute(table.insert().values(tenant_id=tenant_id, customer_id=saved.id,
-                                               loyalty_program_id=program, **values))
-        elif held[program] != membership:
-            conn.execute(table.update().where(this_customer, table.c.loyalty_program_id == program).values(values))
+    conn.execute(table.delete().where(table.c.tenant_id == tenant_id, table.c.customer_id == saved.id))
+    if saved.memberships:
+        conn.execute(table.insert(), [
+            {"tenant_id": tenant_id, "customer_id": saved.id, "loyalty_program_id": m.loyalty_program_id,
+             "member_number": m.member_number, "member_since": m.member_since} for m in saved.memberships])
 
 
 def _locked(conn: sa.Connection, tenant_id: str, which: sa.ColumnElement[bool]) -> Customer | None:
