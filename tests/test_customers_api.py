@@ -198,6 +198,8 @@ def test_push_customer_finds_the_customer_by_phone(shop: Shop) -> None:
     assert updated.status_code == 200, updated.text
     assert updated.json() == {**customer, "email": email, "modifiedTime": updated.json()["modifiedTime"]}
     assert shop.get(f"/customers/{customer['id']}").json() == updated.json()
+    again = shop.put("/push-customer", {"phone": phone, "email": email})
+    assert again.status_code == 200 and again.json() == updated.json()  # modifiedTime unchanged
 
     assert _errors(shop.put("/push-customer", {"firstName": "Per"})) == {("phone", "REQUIRED")}
     assert _errors(shop.put("/push-customer", {"phone": None})) == {("phone", "INVALID_TYPE")}

@@ -54,10 +54,8 @@ async def put_customer(tenantId: str, eComStoreId: str, customerId: str) -> Resp
 async def get_customer(tenantId: str, eComStoreId: str, customerId: str) -> Response:
     """The customer; 404 CUSTOMER_NOT_FOUND, also for an id that is not a UUID."""
     customer_id = _uuid(customerId)
-    customer = customer_id and await blocking(store.get_customer, services().engine, tenantId, customer_id)
-    if not customer:
-        raise CustomerNotFound(f"No customer {customerId}.")
-    return json_response(customer_json(customer))
+    return _found(customer_id and await blocking(store.get_customer, services().engine, tenantId, customer_id),
+                  f"No customer {customerId}.")
 
 
 @blueprint.put("/customers/<customerId>/addresses")
@@ -67,11 +65,8 @@ async def put_addresses(tenantId: str, eComStoreId: str, customerId: str) -> Res
     """Set or clear the delivery and invoice addresses of a known customer; 400, 404 CUSTOMER_NOT_FOUND."""
     body = await json_body(CustomerAddresses)
     customer_id = _uuid(customerId)
-    customer = customer_id and await blocking(store.change_customer, services().engine, tenantId, customer_id,
-                                              _changes(body))
-    if not customer:
-        raise CustomerNotFound(f"No customer {customerId}.")
-    return json_response(customer_json(customer))
+    return _found(customer_id and await blocking(store.change_customer, services().engine, tenantId, customer_id,
+                                                 _changes(body)), f"No customer {customerId}.")
 
 
 @blueprint.put("/push-customer")
@@ -95,9 +90,13 @@ async def push_customer(tenantId: str, eComStoreId: str) -> Response:
 async def customer_by_email(tenantId: str, eComStoreId: str, email: str) -> Response:
     """The customer with this e-mail address (URL-decoded, compared case-insensitively); 404 CUSTOMER_NOT_FOUND."""
     normalized = normalized_email(email)
-    customer = normalized and await blocking(store.customer_by_email, services().engine, tenantId, normalized)
+    return _found(normalized and await blocking(store.customer_by_email, services().engine, tenantId, normalized),
+                  "No customer with this e-mail address.")
+
+
+def _found(customer: store.Customer | None, missing: str) -> Response:
     if not customer:
-        raise CustomerNotFound("No customer with this e-mail address.")
+        raise CustomerNotFound(missing)
     return json_response(customer_json(customer))
 
 
