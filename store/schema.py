@@ -332,11 +332,12 @@ campaign_skus = sa.Table(
 )
 
 # B2C customers belong to the tenant. E-mail (compared lower-cased, through email_key) and phone are each
-# unique within it; NULLs do not collide.
+# unique within it; NULLs do not collide. Callers choose customer ids, so the key is (tenant_id, id): a test
+# tenant and its production tenant may hold the same customer under one id.
 customers = sa.Table(
     "customers",
     metadata,
-    _id(),
+    sa.Column("id", sa.String(36), nullable=False),
     _tenant(),
     sa.Column("first_name", sa.String(200)),
     sa.Column("last_name", sa.String(200)),
@@ -349,6 +350,7 @@ customers = sa.Table(
     sa.Column("ext", sa.Text),  # JSON object, stored and echoed
     _instant("created_time"),
     _instant("modified_time"),
+    sa.PrimaryKeyConstraint("tenant_id", "id"),
     sa.UniqueConstraint("tenant_id", "email_key"),
     sa.UniqueConstraint("tenant_id", "phone"),
 )
@@ -357,10 +359,11 @@ customer_loyalty_memberships = sa.Table(
     "customer_loyalty_memberships",
     metadata,
     _tenant(),
-    sa.Column("customer_id", sa.String(36), primary_key=True),
-    sa.Column("loyalty_program_id", sa.String(36), primary_key=True),
+    sa.Column("customer_id", sa.String(36), nullable=False),
+    sa.Column("loyalty_program_id", sa.String(36), nullable=False),
     sa.Column("member_number", sa.String(64), nullable=False),
     sa.Column("member_since", sa.Date, nullable=False),
+    sa.PrimaryKeyConstraint("tenant_id", "customer_id", "loyalty_program_id"),
 )
 
 # Change events for eCom stores, written in the transaction of the change (one row per eCom store that should

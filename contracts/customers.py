@@ -1,0 +1,179 @@
+"""Customer shapes (ECOMMERCE.md "Customers"): the request bodies with their field checks, and the record.
+
+Decisions where the contract is silent:
+- A write changes only the fields it sends: an absent field keeps its value, null clears it. `firstName` and
+  `lastName` are needed to create a customer and cannot be cleared (null is `REQUIRED`).
+- E-mail addresses are checked by email_validator without a deliverability check and kept in its normalized
+  form (the domain lower-cased, the local part as sent); phones are parsed with their leading `+` by
+  phonenumbers, must be valid numbers and are kept in E.164 form (`+47 412 34 567` is kept as `+4741234567`).
+- Addresses need `street`, `postCode`, `city` and `countryIsoCode` (two upper-case letters); a delivery address
+  may add `name`, `email` and `phone`, an invoice address `email`, checked like the customer's own.
+- `birthDate` and a membership's `memberSince` are real days, not after today (UTC): `INVALID_DATE`.
+- `loyaltyMemberships`, when sent, is the customer's whole list (null or [] removes every membership); each
+  names a loyalty program of the tenant, at most once (`UNKNOWN_LOYALTY_PROGRAM`, `DUPLICATE_LOYALTY_PROGRAM`).
+- Names and address lines are 1 to 200 characters without control characters; a member number is a key
+  (1 to 64 characters, see `contracts/formats.py`).
+- `ext` is an object, replaced whole when sent; `{}` when none was sent or it was cleared.
+"""
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import phonenumbers
+from email_validator import EmailNotValidError, validate_email
+from pydantic import AfterValidator, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from contracts.formats import DATE_SHAPE, MAX_KEY_LENGTH, TEXT, date_value, key_problem
+from contracts.models import Day, Id, Instant, Shape
+
+MAX_TEXT_LENGTH = 200  # String(200) in the store
+# Digits after the +, with the separators people write between groups; letters (vanity numbers) are refused.
+_PHONE_CHARACTERS = re.compile(r"\+[0-9 ().-]+")
+
+
+def _email(text: str) -> str:
+    try:
+        return validate_email(text, check_deliverability=False).normalized
+    except EmailNotValidError as error:
+        raise PydanticCustomError("INVALID_EMAIL", "Not an e-mail address: {reason}", {"reason": str(error)}) \
+            from None
+
+
+def normalized_email(text: str) -> str | None:
+    """The form an e-mail address is kept in, or None when the text is not an address."""
+    try:
+        return _email(text)
+    except PydanticCustomError:
+        return None
+
+
+def email_key(normalized: str) -> str:
+    """What makes two addresses one customer's: the normalized address, compared case-insensitively."""
+    return normalized.lower()
+
+
+def _phone(text: str) -> str:
+    if _PHONE_CHARACTERS.fullmatch(text):
+        try:
+            number = phonenumbers.parse(text, None)
+        except phonenumbers.NumberParseException:
+            pass
+        else:
+            if phonenumbers.is_valid_number(number):
+                return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+    raise PydanticCustomError("INVALID_PHONE", "Not a valid phone number in E.164 form, such as +4741234567.")
+
+
+def _past_day(text: str) -> str:
+    day = date_value(text)
+    if day is None:
+        raise PydanticCustomError("INVALID_DATE", f"Not {DATE_SHAPE}.")
+    if day > datetime.now(UTC).date():
+        raise PydanticCustomError("INVALID_DATE", "The day lies in the future.")
+    return text
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise PydanticCustomError("REQUIRED", "Must not be empty.")
+    if len(text) > MAX_TEXT_LENGTH or not TEXT.matches(text):
+        raise PydanticCustomError("INVALID_VALUE", f"Must be at most {MAX_TEXT_LENGTH} characters long, with no "
+                                                   "control characters.")
+    return text
+
+
+def _country(text: str) -> str:
+    if not re.fullmatch(r"[A-Z]{2}", text):
+        raise PydanticCustomError("INVALID_COUNTRY_CODE", "Must be an ISO 3166-1 alpha-2 code such as NO.")
+    return text
+
+
+def _member_number(text: str) -> str:
+    problem = key_problem(text)
+    if problem:
+        raise PydanticCustomError("INVALID_VALUE", "memberNumber " + problem)
+    return text
+
+
+Email = Annotated[str, AfterValidator(_email), Field(json_schema_extra={"format": "email"},
+                                                     examples=["anna.berg@example.no"])]
+Phone = Annotated[str, AfterValidator(_phone), Field(description="E.164", examples=["+4741234567"])]
+PastDay = Annotated[Day, AfterValidator(_past_day)]
+Text = Annotated[str, AfterValidator(_text), Field(json_schema_extra={"minLength": 1, "maxLength": MAX_TEXT_LENGTH})]
+CountryCode = Annotated[str, AfterValidator(_country),
+                        Field(json_schema_extra={"pattern": "^[A-Z]{2}$"}, examples=["NO"])]
+MemberNumber = Annotated[str, AfterValidator(_member_number),
+                         Field(json_schema_extra={"minLength": 1, "maxLength": MAX_KEY_LENGTH})]
+
+
+class InvoiceAddress(Shape):
+    street: Text
+    postCode: Text
+    city: Text
+    countryIsoCode: CountryCode
+    email: Email | None = None
+
+
+class DeliveryAddress(InvoiceAddress):
+    name: Text | None = None
+    phone: Phone | None = None
+
+
+class LoyaltyMembership(Shape):
+    loyaltyProgramId: Id
+    memberNumber: MemberNumber
+    memberSince: PastDay
+
+
+class CustomerFields(Shape):
+    """The body of PUT /customers/{customerId}: the fields to set; absent keeps, null clears."""
+
+    firstName: Text | None = None
+    lastName: Text | None = None
+    email: Email | None = None
+    phone: Phone | None = None
+    birthDate: PastDay | None = None
+    deliveryAddress: DeliveryAddress | None = None
+    invoiceAddress: InvoiceAddress | None = None
+    loyaltyMemberships: list[LoyaltyMembership] | None = None
+    ext: dict[str, Any] | None = None
+
+    @field_validator("firstName", "lastName", mode="before")
+    @classmethod
+    def _names_stay(cls, value: Any) -> Any:
+        # Runs only for a sent value: absent keeps the name, null would leave the customer without one.
+        if value is None:
+            raise PydanticCustomError("REQUIRED", "A customer's name cannot be cleared.")
+        return value
+
+
+class PushedCustomer(CustomerFields):
+    """The body of PUT /push-customer: the customer is found by `phone`, which is required."""
+
+    phone: Phone
+
+
+class CustomerAddresses(Shape):
+    """The body of PUT /customers/{customerId}/addresses; absent keeps an address, null clears it."""
+
+    deliveryAddress: DeliveryAddress | None = None
+    invoiceAddress: InvoiceAddress | None = None
+
+
+class Customer(Shape):
+    """The customer record."""
+
+    id: Id
+    firstName: str
+    lastName: str
+    email: str | None
+    phone: str | None = Field(description="E.164")
+    birthDate: Day | None
+    deliveryAddress: DeliveryAddress | None
+    invoiceAddress: InvoiceAddress | None
+    loyaltyMemberships: list[LoyaltyMembership]
+    ext: dict[str, Any]
+    createdTime: Instant
+    modifiedTime: Instant
