@@ -10,13 +10,9 @@ import httpx
 import jsonschema
 import pytest
 import sqlalchemy as sa
-from alembic import command
 
 from contracts.customers import Customer
-from settings import Settings
-from store.engine import create_engine
 from store.ids import new_id
-from store.migrate import _config, upgrade
 from store.schema import customers, event_outbox
 from tests.conftest import bearer, client_of
 
@@ -361,34 +357,3 @@ def test_customer_writes_emit_no_events(shop: Shop, engine) -> None:
     shop.put(f"/customers/{customer['id']}/addresses", {"deliveryAddress": _address()})
     shop.put("/push-customer", {"phone": customer["phone"], "lastName": "Endret"})
     assert outbox_rows() == before
-
-
-def test_customers_survive_the_migration_to_tenant_keys(tmp_path, backend, request) -> None:
-    """A customer held under revision 0006 is still there, with its membership, after the upgrade."""
-    if backend == "postgresql":
-        postgres_url = request.getfixturevalue("postgres_url")
-        admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(sa.text("DROP SCHEMA IF EXISTS customers_probe CASCADE"))
-            conn.execute(sa.text("CREATE SCHEMA customers_probe"))
-        admin.dispose()
-        engine = sa.create_engine(postgres_url, connect_args={"options": "-c search_path=customers_probe"})
-    else:
-        engine = create_engine(Settings(data_dir=tmp_path))
-    with engine.begin() as conn:
-        command.upgrade(_config(conn), "0006")
-        now = datetime.now(UTC)
-        conn.execute(sa.text("INSERT INTO customers (id, tenant_id, first_name, last_name, email, email_key, "
-                             "created_time, modified_time) VALUES ('c1', 't1', 'Kari', 'N', 'K@x.no', 'k@x.no', "
-                             ":now, :now)"), {"now": now})
-        conn.execute(sa.text("INSERT INTO customer_loyalty_memberships VALUES ('t1', 'c1', 'p1', 'M1', "
-                             "'2024-01-01')"))
-    upgrade(engine)
-    with engine.begin() as conn:
-        assert conn.execute(sa.text("SELECT id, tenant_id, email_key FROM customers")).all() == [("c1", "t1", "k@x.no")]
-        assert conn.execute(sa.text("SELECT customer_id, member_number FROM customer_loyalty_memberships")).all() \
-            == [("c1", "M1")]
-        # The same id in another tenant is now a customer of its own.
-        conn.execute(sa.text("INSERT INTO customers (id, tenant_id, email, email_key, created_time, modified_time) "
-                             "VALUES ('c1', 't2', 'K@x.no', 'k@x.no', :now, :now)"), {"now": now})
-    engine.dispose()

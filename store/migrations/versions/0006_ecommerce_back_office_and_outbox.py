@@ -57,7 +57,7 @@ def upgrade() -> None:
     sa.Column('loyalty_program_id', sa.String(length=36), nullable=False),
     sa.Column('member_number', sa.String(length=64), nullable=False),
     sa.Column('member_since', sa.Date(), nullable=False),
-    sa.PrimaryKeyConstraint('customer_id', 'loyalty_program_id', name=op.f('pk_customer_loyalty_memberships'))
+    sa.PrimaryKeyConstraint('tenant_id', 'customer_id', 'loyalty_program_id', name=op.f('pk_customer_loyalty_memberships'))
     )
     op.create_table('customers',
     sa.Column('id', sa.String(length=36), nullable=False),
@@ -73,7 +73,7 @@ def upgrade() -> None:
     sa.Column('ext', sa.Text(), nullable=True),
     sa.Column('created_time', sa.DateTime(timezone=True), nullable=False),
     sa.Column('modified_time', sa.DateTime(timezone=True), nullable=False),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_customers')),
+    sa.PrimaryKeyConstraint('tenant_id', 'id', name=op.f('pk_customers')),
     sa.UniqueConstraint('tenant_id', 'email_key', name=op.f('uq_customers_tenant_id_email_key')),
     sa.UniqueConstraint('tenant_id', 'phone', name=op.f('uq_customers_tenant_id_phone'))
     )
