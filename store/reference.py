@@ -1,7 +1,8 @@
-"""Reads of the back-office reference data: stores and programs."""
+"""The back-office reference data: reads of stores and programs, and releasing a retail store."""
 
 import sqlalchemy as sa
 
+from events.outbox import retail_store_events
 from store.schema import ecom_stores, loyalty_program_stores, loyalty_programs, retail_stores
 
 _RETAIL_STORE_COLUMNS = (retail_stores.c.id, retail_stores.c.number, retail_stores.c.name,
@@ -47,3 +48,17 @@ def program_retail_stores(engine: sa.Engine, tenant_id: str, program_id: str) ->
                                         members.c.tenant_id == tenant_id))
                  .where(retail_stores.c.tenant_id == tenant_id, members.c.loyalty_program_id == program_id)
                  .order_by(retail_stores.c.number))
+
+
+def release_retail_store(engine: sa.Engine, tenant_id: str, number: str) -> tuple[sa.Row, bool] | None:
+    """Mark the store released, with its RetailStoreUpdated events; returns (store, whether it changed), or None
+    for an unknown number. Releasing a released store writes nothing."""
+    with engine.begin() as conn:
+        changed = conn.execute(retail_stores.update().where(
+            retail_stores.c.tenant_id == tenant_id, retail_stores.c.number == number,
+            retail_stores.c.released.is_(False)).values(released=True)).rowcount == 1
+        row = conn.execute(sa.select(*_RETAIL_STORE_COLUMNS).where(
+            retail_stores.c.tenant_id == tenant_id, retail_stores.c.number == number)).first()
+        if changed:
+            retail_store_events(conn, tenant_id, [row.id])
+    return (row, changed) if row else None
