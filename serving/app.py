@@ -26,7 +26,7 @@ from serving.authentication import Authenticator
 from serving.jsonio import json_response
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
-from serving.routes import demand_planning, ecom, loyalty_programs, meta, oauth
+from serving.routes import admin_api, demand_planning, ecom, loyalty_programs, meta, oauth
 from serving.secret_verifier import SecretVerifier
 from serving.services import Services
 from serving.token_attempts import TokenAttemptLimits
@@ -104,7 +104,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         return json_response(failure.body(), failure.status)
 
     for blueprint in (meta.blueprint, oauth.blueprint, ecom.blueprint, loyalty_programs.blueprint,
-                      demand_planning.blueprint):
+                      demand_planning.blueprint, admin_api.blueprint):
         app.register_blueprint(blueprint)
     return app
 
