@@ -1,11 +1,15 @@
 """`pia admin` against a running server: an admin-scope token from the token endpoint, then the admin API."""
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+
+# httpx logs every request at INFO; the command's output is its JSON answer (stdout) or error body (stderr).
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 class AdminCallFailed(Exception):

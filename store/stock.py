@@ -22,6 +22,7 @@ import psycopg
 import sqlalchemy as sa
 
 from contracts.formats import DECIMAL_INTEGER_DIGITS
+from contracts.rendering import decimal
 from events.outbox import sku_events
 from store.engine import is_duckdb
 from store.ids import utc_now
@@ -98,7 +99,7 @@ def adjust_stock(engine: sa.Engine, tenant_id: str, location_number: str, sku_nu
     level = _with_retries(engine, attempt)
     if level.changed:
         log.info("stock adjusted: tenant %s location %s SKU %s on hand now %s (%s)", tenant_id,
-                 location_number, sku_number, level.on_hand, reason or "no reason given")
+                 location_number, sku_number, decimal(level.on_hand), reason or "no reason given")
     return level
 
 
@@ -135,12 +136,13 @@ def _adjust(conn: sa.Connection, tenant_id: str, location: Location, sku_id: str
     new = held + delta if delta is not None else counted
     field = "onHandDelta" if delta is not None else "onHand"
     if new < 0:
-        raise StockRefused(field, "NEGATIVE_ON_HAND", f"On hand would be {new}; it cannot be negative.")
+        raise StockRefused(field, "NEGATIVE_ON_HAND", f"On hand would be {decimal(new)}; it cannot be negative.")
     if new >= MAX_ON_HAND:
-        raise StockRefused(field, "OUT_OF_RANGE", f"On hand would be {new}; the most a location holds is "
-                           f"{MAX_ON_HAND - Decimal('0.0001')}.")
+        raise StockRefused(field, "OUT_OF_RANGE", f"On hand would be {decimal(new)}; the most a location holds is "
+                           f"{decimal(MAX_ON_HAND - Decimal('0.0001'))}.")
     if new < reserved:
-        raise StockRefused(field, "BELOW_RESERVED", f"On hand would be {new}, below the {reserved} reserved.")
+        raise StockRefused(field, "BELOW_RESERVED",
+                           f"On hand would be {decimal(new)}, below the {decimal(reserved)} reserved.")
 
     def level(modified: datetime | None, changed: bool) -> StockLevel:
         return StockLevel(location, sku_id, sku_number, new, reserved, modified, changed)
