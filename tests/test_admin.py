@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -181,18 +182,27 @@ class Served:
         self.url = f"http://127.0.0.1:{free_port()}"
         self.process = subprocess.Popen([PIA, "serve", "--port", self.url.rsplit(":", 1)[1]], env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        lines = []
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.process.poll() is None:
-            lines.append(self.process.stdout.readline())
-            if "Running on" in lines[-1]:
+            self.lines.append(self.process.stdout.readline())
+            if "Running on" in self.lines[-1]:
+                # Keep reading its log (access lines included), so a full pipe never blocks the server.
+                self._reader.start()
                 return
         self.stop()
-        raise AssertionError("pia serve did not start:\n" + "".join(lines))
+        raise AssertionError("pia serve did not start:\n" + "".join(self.lines))
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=30)
+        if self._reader.is_alive():
+            self._reader.join(timeout=10)  # the rest of the log, up to the end of the pipe
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
 
 
 def test_an_operator_changes_stock_while_pia_serve_holds_the_file(tmp_path) -> None:
@@ -251,6 +261,7 @@ def test_an_operator_changes_stock_while_pia_serve_holds_the_file(tmp_path) -> N
 
     # The server is gone: the same command works on the file directly, after the server's changes.
     assert json.loads(pia(*adjust, "--delta", "1").stdout)["onHand"] == "5"
+    assert "POST /admin/v1/tenants/" in server.log and secret not in server.log
     engine = create_engine(Settings(data_dir=data_dir))
     with engine.connect() as conn:
         subjects = conn.scalars(sa.select(event_outbox.c.subject).where(event_outbox.c.tenant_id == tenant)).all()
