@@ -15,6 +15,7 @@ _PATH_PARAMETERS = {
     "eComStoreId": "eCom store id the token was issued for.",
     "loyaltyProgramId": "Loyalty program id the token was issued for.",
     "batchId": "Client-generated UUID of the batch.",
+    "retailStoreNumber": "Retail store number.",
 }
 
 
@@ -248,6 +249,27 @@ def _paths() -> dict[str, dict[str, Any]]:
                         _query("modifiedSince", "Only lines modified after this instant (ISO 8601 with offset).",
                                {"type": "string", "format": "date-time"}),
                         *_paging()], more={"400": _error("Invalid query parameter.")})},
+        **_admin_paths(),
+    }
+
+
+def _admin_paths() -> dict[str, dict[str, Any]]:
+    """The back office's admin API, in outline (its models are in contracts/admin.py)."""
+    admin, body = "/admin/v1/tenants/{tenantId}", {"required": True, "content": {"application/json": {
+        "schema": {"type": "object"}}}}
+
+    def operation(summary: str, **extra: Any) -> dict[str, Any]:
+        return _protected("admin", summary, _json({"type": "object"}, "Done."), "Admin",
+                          more={"400": _error("INVALID_REQUEST with every problem's path."),
+                                "404": _error("Unknown tenant data named by the request.")}, **extra)
+
+    return {
+        f"{admin}/backoffice": {"post": operation("Load a back-office document", requestBody=body)},
+        f"{admin}/stock_adjustments": {"post": operation("Adjust stock on hand", requestBody=body)},
+        f"{admin}/retail_stores/{{retailStoreNumber}}/release": {"post": operation("Release a retail store")},
+        f"{admin}/ecom_stores/{{eComStoreId}}/event_destination": {
+            "put": operation("Set the eCom store's event destination", requestBody=body),
+            "get": operation("The eCom store's event destination, without its secret")},
     }
 
 
@@ -270,7 +292,7 @@ def openapi_document(base_url: str) -> dict[str, Any]:
                 "OAuth2": {"type": "oauth2", "flows": {"clientCredentials": {
                     "tokenUrl": f"{base_url}/oauth2/token",
                     "scopes": {"ecom": "E-commerce", "loyalty_programs": "Loyalty programs",
-                               "demand_planning": "Demand planning"}}}},
+                               "demand_planning": "Demand planning", "admin": "Back office"}}}},
                 "BearerAuth": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
             },
         },
