@@ -107,10 +107,11 @@ def _inlined_backoffice_schema() -> dict[str, Any]:
 
 
 class BackofficeDocument(RootModel[dict[str, Any]]):
-    """Checked by store.backoffice (the JSON Schema in contracts/), not by pydantic: documented only."""
+    """The back-office document (contracts/backoffice.schema.json)."""
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        # store.backoffice checks documents against that JSON Schema; this model only documents it.
         return _inlined_backoffice_schema()
 
 
@@ -202,9 +203,11 @@ DESTINATION_MODELS: dict[str, type[ServiceBusDestination | WebhookDestination]] 
     "SERVICE_BUS": ServiceBusDestination, "WEBHOOK": WebhookDestination}
 
 
+# The route checks `kind` first, then the kind's own model, so problems are reported at their fields (a checked
+# union would prefix the tag to each path); this union only documents the body.
 class EventDestinationRequest(RootModel[Annotated[ServiceBusDestination | WebhookDestination,
                                                   Field(discriminator="kind")]]):
-    """Documented as one body; checked kind first, then against the kind's model (paths without the tag)."""
+    """An Azure Service Bus queue or topic, or a webhook; `kind` says which."""
 
 
 class _DestinationAnswer(BaseModel):
@@ -227,4 +230,4 @@ class WebhookDestinationAnswer(_DestinationAnswer):
 
 class EventDestination(RootModel[Annotated[ServiceBusDestinationAnswer | WebhookDestinationAnswer,
                                            Field(discriminator="kind")]]):
-    pass
+    """The stored destination; its secret is never returned."""

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from contracts import events
+from contracts.admin import EventDestination, LoadReport, ReleasedRetailStore, StockLevel
 from serving.admin import issue_client
 from serving.cli import main
 from serving.demo_data import BASE_CODE
@@ -131,7 +132,7 @@ def test_load_answers_the_report_and_refuses_a_bad_document_whole(engine, http, 
     document = {"skus": [{"number": "API-1", "name": "Over the API"}]}
     first = http.post(url, json=document, headers=admin["headers"])
     assert first.status_code == 200, first.text
-    assert first.json()["changed"] is True and first.json()["counts"]["skus"]["created"] == 1
+    assert LoadReport.model_validate(first.json()).counts["skus"].created == 1 and first.json()["changed"] is True
     assert http.post(url, json=document, headers=admin["headers"]).json()["changed"] is False
 
     bad = {"skus": [{"number": "API-2", "name": "fine"}, {"number": "", "name": 5}],
@@ -164,7 +165,7 @@ def test_stock_adjustments_store_the_count_and_write_inventory_events_only_on_ch
         "locationId": shop["warehouse"], "locationNumber": "W1", "locationName": "Sentrallager",
         "locationType": "WAREHOUSE", "skuId": shop["sku"], "skuNumber": "100001", "onHand": "5", "reserved": "0",
         "available": "5", "modifiedTime": None, "changed": True}
-    assert level["modifiedTime"].endswith("Z")
+    assert level["modifiedTime"].endswith("Z") and StockLevel.model_validate(level)
     expected = [(store, shop["sku"]) for store in shop["ecomStores"]]
     assert _outbox(engine, tenant, events.INVENTORY_UPDATED) == expected
 
@@ -246,7 +247,7 @@ def test_release_writes_retail_store_events_once(engine, http, world, admin) -> 
     assert released.status_code == 200, released.text
     store = released.json()
     assert (store["number"], store["status"], store["changed"]) == ("1004", "RELEASED", True)
-    assert store["visitAddress"]["city"] == "Stavanger"
+    assert store["visitAddress"]["city"] == "Stavanger" and ReleasedRetailStore.model_validate(store)
     # Both eCom stores belong to the store's company: its click and collect network.
     expected = [(ecom["id"], store["id"]) for ecom in sorted(world["ecomStores"], key=lambda s: s["id"])]
     assert _outbox(engine, world["id"], events.RETAIL_STORE_UPDATED) == expected
@@ -285,7 +286,7 @@ def test_event_destination_is_stored_sealed_and_never_shown(engine, http, world,
                                               "url": "https://hooks.example.com/pia", "secretSet": True,
                                               "modifiedTime": None}
     answers.append(http.get(url, headers=headers))
-    assert answers[-1].json() == shown
+    assert answers[-1].json() == shown and EventDestination.model_validate(shown)
     sealed = _sealed(engine, store)
     assert WEBHOOK_SECRET not in sealed and secret_box(settings).open(sealed) == WEBHOOK_SECRET
 
@@ -296,7 +297,7 @@ def test_event_destination_is_stored_sealed_and_never_shown(engine, http, world,
     assert {name: answers[-1].json()[name] for name in ("kind", "endpoint", "entityPath", "sharedAccessKeyName")} \
         == {"kind": "SERVICE_BUS", "endpoint": "nordlys.servicebus.windows.net", "entityPath": "pia-events",
             "sharedAccessKeyName": "Send"}
-    assert "url" not in answers[-1].json()
+    assert "url" not in answers[-1].json() and EventDestination.model_validate(answers[-1].json())
     assert secret_box(settings).open(_sealed(engine, store)) == SAS_KEY
 
     refusals = [
