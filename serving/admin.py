@@ -9,7 +9,7 @@ database directly.
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 from urllib.parse import quote
 
 import click
@@ -259,7 +259,7 @@ def _perform(tenant_id: str, url: str | None, credentials_file: Path | None, met
     _echo(answer)
 
 
-def _fail(body: Any) -> None:
+def _fail(body: Any) -> NoReturn:
     click.echo(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode(), err=True)
     sys.exit(1)
 
