@@ -1,22 +1,38 @@
 """`pia admin`: tenants, API clients, signing and secret keys, back-office data and the audit trail.
 
-Output is JSON, so operators can read it and scripts can parse it.
+Output is JSON, so operators can read it and scripts can parse it. The back-office commands (load, stock adjust,
+release-store, event destinations) go through a running server's admin API when given --url (or PIA_ADMIN_URL),
+so they work while `pia serve` holds the embedded DuckDB file; without it they run the same operations on the
+database directly.
 """
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TextIO
+from urllib.parse import quote
 
 import click
+import duckdb
+import httpx
 import orjson
 import sqlalchemy as sa
 
+from contracts.admin import DESTINATION_KINDS, LOCATION_TYPES
+from contracts.errors import ApiError
 from contracts.rendering import instant
+from serving import admin_operations
+from serving.admin_client import (
+    AdminCallFailed,
+    AdminClient,
+    AdminCredentials,
+    CredentialsMissing,
+    credentials_from_file,
+)
 from serving.credentials import hash_secret, new_secret
 from serving.tokens import rotate_signing_key
 from settings import Settings
 from store.audit import client_events
-from store.backoffice import DocumentInvalid, load_document
 from store.clients import (
     DEMAND_PLANNING_PERMISSION,
     SCOPES,
@@ -35,8 +51,16 @@ from store.tenants import create_tenant, get_tenant, list_tenants
 
 
 def _engine() -> sa.Engine:
-    engine = create_engine(Settings())
-    upgrade(engine)
+    settings = Settings()
+    engine = create_engine(settings)
+    try:
+        upgrade(engine)
+    except sa.exc.OperationalError as error:
+        if settings.is_embedded and isinstance(error.orig, duckdb.IOException):
+            # The embedded file has one owner at a time: usually `pia serve` running on this data dir.
+            raise click.ClickException(f"{error.orig}\nAnother process holds the database: pass --url (or set "
+                                       "PIA_ADMIN_URL) to go through that server's admin API.") from None
+        raise
     return engine
 
 
@@ -187,25 +211,146 @@ def rotate_secret_key_command() -> None:
     _echo({"resealed": reseal_all(engine, _secret_box(engine))})
 
 
+def _api_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--url and --credentials: go through a running server's admin API instead of the database."""
+    command = click.option("--credentials", "credentials_file", type=click.Path(exists=True, dir_okay=False,
+                                                                                path_type=Path),
+                           help="JSON file with the admin client: demo-credentials.json or create-client's "
+                                "output. Default: PIA_ADMIN_CLIENT_ID and PIA_ADMIN_CLIENT_SECRET.")(command)
+    return click.option("--url", help="Base URL of a running pia server (default: PIA_ADMIN_URL); without it "
+                                      "the command works on the database directly.")(command)
+
+
+def _admin_client(url: str, tenant_id: str, credentials_file: Path | None) -> AdminClient:
+    settings = Settings()
+    try:
+        if credentials_file is not None:
+            credentials = credentials_from_file(credentials_file, tenant_id)
+        elif settings.admin_client_id and settings.admin_client_secret.get_secret_value():
+            credentials = AdminCredentials(settings.admin_client_id,
+                                           settings.admin_client_secret.get_secret_value())
+        else:
+            raise CredentialsMissing("set PIA_ADMIN_CLIENT_ID and PIA_ADMIN_CLIENT_SECRET or pass --credentials "
+                                     "FILE (an admin-scope client: pia admin create-client --scope admin)")
+    except (CredentialsMissing, orjson.JSONDecodeError, KeyError) as error:
+        raise click.ClickException(f"no admin credentials: {error}") from None
+    return AdminClient(url, tenant_id, credentials)
+
+
+def _perform(tenant_id: str, url: str | None, credentials_file: Path | None, method: str, path: str, body: Any,
+             direct: Callable[[sa.Engine], Any]) -> None:
+    """Run one admin operation through the server's API at `url`, or with `direct` on the database; print the
+    answer, or the error body on stderr with exit status 1."""
+    url = url or Settings().admin_url
+    try:
+        if url:
+            with _admin_client(url, tenant_id, credentials_file) as client:
+                answer = client.call(method, path, body)
+        else:
+            engine = _engine()
+            _require_tenant(engine, tenant_id)
+            answer = direct(engine)
+    except AdminCallFailed as failed:
+        _fail(failed.body)
+    except ApiError as error:
+        _fail(error.body())
+    except httpx.TransportError as error:
+        raise click.ClickException(f"cannot reach {url}: {error}") from None
+    _echo(answer)
+
+
+def _fail(body: Any) -> NoReturn:
+    click.echo(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode(), err=True)
+    sys.exit(1)
+
+
 @admin.command("load")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--tenant", "tenant_id", required=True)
-def load_command(file: Path, tenant_id: str) -> None:
+@_api_options
+def load_command(file: Path, tenant_id: str, url: str | None, credentials_file: Path | None) -> None:
     """Load back-office data (contracts/backoffice.schema.json); all or nothing."""
-    engine = _engine()
-    _require_tenant(engine, tenant_id)
     try:
         document = orjson.loads(file.read_bytes())
     except orjson.JSONDecodeError as error:
         raise click.ClickException(f"{file}: not valid JSON: {error}") from None
-    try:
-        report = load_document(engine, tenant_id, document)
-    except DocumentInvalid as invalid:
-        for problem in invalid.errors:
-            click.echo(f"{problem.path or '$'}: {problem.message}", err=True)
-        click.echo(f"{file}: {len(invalid.errors)} problem(s); nothing was loaded.", err=True)
-        sys.exit(1)
-    _echo({"changed": report.changed, "counts": report.counts})
+    _perform(tenant_id, url, credentials_file, "POST", "/backoffice", document,
+             lambda engine: admin_operations.load(engine, tenant_id, document))
+
+
+@admin.group("stock")
+def stock() -> None:
+    """Stock on hand at warehouses and retail stores."""
+
+
+@stock.command("adjust")
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--location", "location_number", required=True, help="Warehouse or retail store number.")
+@click.option("--location-type", type=click.Choice(LOCATION_TYPES),
+              help="Only when a warehouse and a retail store share the number.")
+@click.option("--sku", "sku_number", required=True, help="SKU number.")
+@click.option("--delta", help="Add this to on hand (negative to remove), e.g. 5 or -2.")
+@click.option("--on-hand", help="Set on hand to this counted quantity.")
+@click.option("--reason", help="Why (goes to the server log).")
+@_api_options
+def stock_adjust_command(tenant_id: str, location_number: str, location_type: str | None, sku_number: str,
+                         delta: str | None, on_hand: str | None, reason: str | None, url: str | None,
+                         credentials_file: Path | None) -> None:
+    """Adjust on hand of a SKU at a location; refuses negative stock or less than is reserved."""
+    body = {"locationNumber": location_number, "locationType": location_type, "skuNumber": sku_number,
+            "onHandDelta": delta, "onHand": on_hand, "reason": reason}
+    body = {name: value for name, value in body.items() if value is not None}
+    _perform(tenant_id, url, credentials_file, "POST", "/stock_adjustments", body,
+             lambda engine: admin_operations.adjust(engine, tenant_id, body))
+
+
+@admin.command("release-store")
+@click.argument("number")
+@click.option("--tenant", "tenant_id", required=True)
+@_api_options
+def release_store_command(number: str, tenant_id: str, url: str | None, credentials_file: Path | None) -> None:
+    """Release a retail store (RetailStoreUpdated to the eCom stores of its company)."""
+    _perform(tenant_id, url, credentials_file, "POST", f"/retail_stores/{quote(number, safe='')}/release", None,
+             lambda engine: admin_operations.release(engine, tenant_id, number))
+
+
+@admin.command("set-event-destination")
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--ecom-store", "ecom_store_id", required=True, help="eCom store id.")
+@click.option("--kind", type=click.Choice(DESTINATION_KINDS), required=True)
+@click.option("--endpoint", help="SERVICE_BUS: the namespace host name.")
+@click.option("--entity-path", help="SERVICE_BUS: the queue or topic.")
+@click.option("--key-name", help="SERVICE_BUS: the shared access policy name.")
+@click.option("--webhook-url", help="WEBHOOK: the https URL events are posted to.")
+@click.option("--secret-file", type=click.File("r"),
+              help="File (or - for stdin) holding the shared access key or webhook secret; else prompted for.")
+@_api_options
+def set_event_destination_command(tenant_id: str, ecom_store_id: str, kind: str, endpoint: str | None,
+                                  entity_path: str | None, key_name: str | None, webhook_url: str | None,
+                                  secret_file: TextIO | None, url: str | None,
+                                  credentials_file: Path | None) -> None:
+    """Set where an eCom store's events go; the secret is never taken on the command line or printed."""
+    secret = secret_file.read().strip() if secret_file else click.prompt("Secret", hide_input=True)
+    if kind == "SERVICE_BUS":
+        body = {"kind": kind, "endpoint": endpoint, "entityPath": entity_path, "sharedAccessKeyName": key_name,
+                "sharedAccessKey": secret}
+    else:
+        body = {"kind": kind, "url": webhook_url, "secret": secret}
+    body = {name: value for name, value in body.items() if value is not None}
+    _perform(tenant_id, url, credentials_file, "PUT", f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination",
+             body, lambda engine: admin_operations.put_destination(engine, _secret_box(engine), tenant_id,
+                                                                    ecom_store_id, body))
+
+
+@admin.command("event-destination")
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--ecom-store", "ecom_store_id", required=True, help="eCom store id.")
+@_api_options
+def event_destination_command(tenant_id: str, ecom_store_id: str, url: str | None,
+                              credentials_file: Path | None) -> None:
+    """Show an eCom store's event destination (never its secret)."""
+    _perform(tenant_id, url, credentials_file, "GET", f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination",
+             None, lambda engine: admin_operations.show_destination(engine, tenant_id, ecom_store_id))
 
 
 @admin.command("audit")

@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     # How long a process trusts its copy of an API client (enabled, rate limit) before reading it again:
     # disabling a client takes effect within this time. 0 reads it on every request.
     client_cache_seconds: float = 2.0
+    # `pia admin` commands go through this server's admin API when set (or given as --url), authenticating as
+    # this admin-scope client; without it they work on the database directly.
+    admin_url: str = ""
+    admin_client_id: str = ""
+    admin_client_secret: SecretStr = SecretStr("")
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False
     # Tests create (and drop) a fresh database per session through this server.

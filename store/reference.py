@@ -1,7 +1,9 @@
-"""Reads of the back-office reference data: stores, programs and the reference lists of GET /product_schema/*."""
+"""The back-office reference data: reads of stores, programs and the reference lists of GET /product_schema/*,
+and releasing a retail store."""
 
 import sqlalchemy as sa
 
+from events.outbox import retail_store_events
 from store.schema import (
     companies,
     ecom_stores,
@@ -84,3 +86,17 @@ def reference_list(engine: sa.Engine, tenant_id: str, list_name: str) -> list[sa
     return _rows(engine, sa.select(reference_entries)
                  .where(reference_entries.c.tenant_id == tenant_id, reference_entries.c.list_name == list_name)
                  .order_by(reference_entries.c.code))
+
+
+def release_retail_store(engine: sa.Engine, tenant_id: str, number: str) -> tuple[sa.Row, bool] | None:
+    """Mark the store released, with its RetailStoreUpdated events; returns (store, whether it changed), or None
+    for an unknown number. Releasing a released store writes nothing."""
+    with engine.begin() as conn:
+        changed = conn.execute(retail_stores.update().where(
+            retail_stores.c.tenant_id == tenant_id, retail_stores.c.number == number,
+            retail_stores.c.released.is_(False)).values(released=True)).rowcount == 1
+        row = conn.execute(sa.select(*_RETAIL_STORE_COLUMNS).where(
+            retail_stores.c.tenant_id == tenant_id, retail_stores.c.number == number)).first()
+        if changed:
+            retail_store_events(conn, tenant_id, [row.id])
+    return (row, changed) if row else None

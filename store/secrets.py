@@ -13,11 +13,12 @@ import sqlalchemy as sa
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from settings import Settings
-from store.schema import signing_keys
+from store.schema import ecom_store_event_destinations, signing_keys
 
 KEY_FILE = "secret.key"
 # Every column holding sealed secrets, each in a table whose primary key is one column.
-SEALED_COLUMNS: tuple[sa.Column, ...] = (signing_keys.c.sealed_private_jwk,)
+SEALED_COLUMNS: tuple[sa.Column, ...] = (signing_keys.c.sealed_private_jwk,
+                                         ecom_store_event_destinations.c.sealed_secret)
 
 
 class SecretKeyError(Exception):

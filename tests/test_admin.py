@@ -1,15 +1,30 @@
 """`pia admin`: tenants, clients, secrets, keys, back-office load and the audit trail, from the command line."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from argon2 import PasswordHasher
 from click.testing import CliRunner
 
+from contracts import events
+from serving.admin import issue_client
 from serving.cli import main
-from store.schema import api_clients, skus
-from tests.conftest import bearer, client_of, get_token, wait_for
+from serving.demo import seed_demo_tenant
+from settings import Settings
+from store.engine import create_engine
+from store.migrate import upgrade
+from store.schema import api_clients, event_outbox, skus
+from tests.conftest import bearer, client_of, free_port, get_token, wait_for
+
+PIA = str(Path(sys.executable).parent / "pia")
 
 
 @pytest.fixture
@@ -129,3 +144,126 @@ def test_load_is_all_or_nothing_and_idempotent(pia, engine, world, tmp_path) -> 
     with engine.connect() as conn:
         assert conn.execute(sa.select(skus.c.id).where(skus.c.tenant_id == world["id"],
                                                        skus.c.number == "CLI-2")).first() is None
+
+
+def test_back_office_commands_work_on_the_database_directly(pia, engine, world, tmp_path) -> None:
+    """Without --url the commands run the admin API's own operations on the database, with its JSON."""
+    tenant = world["id"]
+    adjusted = _json(pia("admin", "stock", "adjust", "--tenant", tenant, "--location", "1002", "--sku", "100001",
+                         "--delta", "7", "--reason", "delivery"))
+    assert (adjusted["locationType"], adjusted["onHand"], adjusted["changed"]) == ("RETAIL_STORE", "7", True)
+    counted = _json(pia("admin", "stock", "adjust", "--tenant", tenant, "--location", "1002", "--sku", "100001",
+                        "--delta", "-2"))
+    assert counted["onHand"] == "5"
+    refused = pia("admin", "stock", "adjust", "--tenant", tenant, "--location", "1002", "--sku", "100001",
+                  "--on-hand", "-1", expect=1)
+    problem = json.loads(refused.stderr)["details"]["errors"][0]
+    assert (problem["path"], problem["code"]) == ("onHand", "NEGATIVE_ON_HAND")
+    missing = pia("admin", "stock", "adjust", "--tenant", tenant, "--location", "1002", "--sku", "nope",
+                  "--delta", "1", expect=1)
+    assert json.loads(missing.stderr)["error"] == "NOT_FOUND"
+
+    assert _json(pia("admin", "release-store", "1004", "--tenant", tenant))["changed"] is True
+    assert _json(pia("admin", "release-store", "1004", "--tenant", tenant))["status"] == "RELEASED"
+
+    store = world["ecomStores"][0]["id"]
+    secret = tmp_path / "secret"
+    secret.write_text("webhook-signing-secret-0123\n")
+    shown = _json(pia("admin", "set-event-destination", "--tenant", tenant, "--ecom-store", store, "--kind", "WEBHOOK",
+                      "--webhook-url", "https://hooks.example.com/x", "--secret-file", str(secret)))
+    assert shown["secretSet"] is True and "webhook-signing-secret" not in json.dumps(shown)
+    assert _json(pia("admin", "event-destination", "--tenant", tenant, "--ecom-store", store)) == shown
+
+
+class Served:
+    """`pia serve` in its own process on an embedded DuckDB data dir, which it then holds."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.process = subprocess.Popen([PIA, "serve", "--port", self.url.rsplit(":", 1)[1]], env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.process.poll() is None:
+            self.lines.append(self.process.stdout.readline())
+            if "Running on" in self.lines[-1]:
+                # Keep reading its log (access lines included), so a full pipe never blocks the server.
+                self._reader.start()
+                return
+        self.stop()
+        raise AssertionError("pia serve did not start:\n" + "".join(self.lines))
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+        if self._reader.is_alive():
+            self._reader.join(timeout=10)  # the rest of the log, up to the end of the pipe
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+
+def test_an_operator_changes_stock_while_pia_serve_holds_the_file(tmp_path) -> None:
+    data_dir = tmp_path / "data"
+    engine = create_engine(Settings(data_dir=data_dir))
+    upgrade(engine)
+    world = seed_demo_tenant(engine, "operator", is_test=False)
+    tenant = world["id"]
+    admin_id, admin_secret = issue_client(engine, tenant, "operator", "admin", None, ())
+    engine.dispose()  # the file is the server's from now on
+    env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": "", "PIA_ADMIN_URL": "",
+           "PIA_ADMIN_CLIENT_ID": "", "PIA_ADMIN_CLIENT_SECRET": ""}
+
+    def pia(*args: str, extra: dict[str, str] | None = None, stdin: str | None = None, expect: int = 0):
+        done = subprocess.run([PIA, "admin", *args], env={**env, **(extra or {})}, input=stdin,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == expect, done.stdout + done.stderr
+        return done
+
+    server = Served(env)
+    try:
+        by_env = {"PIA_ADMIN_URL": server.url, "PIA_ADMIN_CLIENT_ID": admin_id,
+                  "PIA_ADMIN_CLIENT_SECRET": admin_secret}
+        adjust = ("stock", "adjust", "--tenant", tenant, "--location", "1001", "--sku", "100001")
+        level = json.loads(pia(*adjust, "--delta", "4", extra=by_env).stdout)
+        assert (level["onHand"], level["changed"]) == ("4", True)
+
+        # The demo's credentials file names the admin client per tenant.
+        credentials = tmp_path / "demo-credentials.json"
+        credentials.write_text(json.dumps({"tenants": [{"id": tenant, "clients": [
+            {"clientId": admin_id, "clientSecret": admin_secret, "scope": "admin", "resource": None}]}]}))
+        by_file = ("--url", server.url, "--credentials", str(credentials))
+        refused = pia(*adjust, "--delta", "-5", *by_file, expect=1)
+        assert json.loads(refused.stderr)["details"]["errors"][0]["code"] == "NEGATIVE_ON_HAND"
+
+        released = json.loads(pia("release-store", "1004", "--tenant", tenant, *by_file).stdout)
+        assert (released["status"], released["changed"]) == ("RELEASED", True)
+        document = tmp_path / "skus.json"
+        document.write_text(json.dumps({"skus": [{"number": "OPS-1", "name": "Loaded over HTTP"}]}))
+        assert json.loads(pia("load", str(document), "--tenant", tenant, *by_file).stdout)["changed"] is True
+
+        store = world["ecomStores"][0]["id"]
+        secret = "SharedAccessKey-for-the-operator-test="
+        shown = pia("set-event-destination", "--tenant", tenant, "--ecom-store", store, "--kind", "SERVICE_BUS",
+                    "--endpoint", "nordlys.servicebus.windows.net", "--entity-path", "events", "--key-name", "Send",
+                    "--secret-file", "-", *by_file, stdin=secret + "\n")
+        assert json.loads(shown.stdout)["secretSet"] is True and secret not in shown.stdout + shown.stderr
+
+        wrong = pia(*adjust, "--delta", "1", extra={**by_env, "PIA_ADMIN_CLIENT_SECRET": "wrong"}, expect=1)
+        assert json.loads(wrong.stderr)["error"] == "invalid_client"
+        # Without a server to go through, the held file is refused with the way out named.
+        direct = pia(*adjust, "--delta", "1", expect=1)
+        assert "--url" in direct.stderr
+    finally:
+        server.stop()
+
+    # The server is gone: the same command works on the file directly, after the server's changes.
+    assert json.loads(pia(*adjust, "--delta", "1").stdout)["onHand"] == "5"
+    assert "POST /admin/v1/tenants/" in server.log and secret not in server.log
+    engine = create_engine(Settings(data_dir=data_dir))
+    with engine.connect() as conn:
+        subjects = conn.scalars(sa.select(event_outbox.c.subject).where(event_outbox.c.tenant_id == tenant)).all()
+    engine.dispose()
+    assert subjects.count(events.RETAIL_STORE_UPDATED) == len(world["ecomStores"])

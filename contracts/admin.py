@@ -1,0 +1,233 @@
+"""The admin API's bodies (/admin/v1/tenants/{tenantId}/…): what the back office sends and gets back.
+
+Requests are checked with these models (serving/validation.py turns every problem into a path and a code);
+responses are rendered from store results and only documented here.
+"""
+
+import re
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    RootModel,
+    SecretStr,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from contracts import backoffice_schema
+from contracts.formats import DECIMAL, TEXT, key_problem
+from contracts.models import DecimalString, Id, Instant, Shape
+
+LOCATION_TYPES = ("WAREHOUSE", "RETAIL_STORE")
+DESTINATION_KINDS = ("SERVICE_BUS", "WEBHOOK")
+# http is allowed only where nothing crosses a network: a receiver on the same machine.
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+MAX_URL_LENGTH = 1000  # ecom_store_event_destinations.endpoint
+MAX_REASON_LENGTH = 200
+
+
+def _key(value: Any) -> Any:
+    if isinstance(value, str) and (problem := key_problem(value)):
+        raise PydanticCustomError("INVALID_KEY", "{problem}", {"problem": f"The key {problem}"})
+    return value
+
+
+def _signed_decimal(value: Any) -> Decimal:
+    # Strings only, as everywhere in the contract: a JSON number would be read through a binary float.
+    text = value[1:] if isinstance(value, str) and value.startswith("-") else value
+    if not isinstance(text, str) or not DECIMAL.matches(text):
+        raise PydanticCustomError("INVALID_DECIMAL", "Must be a decimal string such as \"5\", \"-2\" or \"12.5\" "
+                                  "(at most 14 digits before the point and 4 after it).")
+    return Decimal(value)
+
+
+def _host_name(value: Any) -> Any:
+    """A Service Bus namespace host name, also accepted as the connection string's `sb://host/`."""
+    if not isinstance(value, str):
+        return value
+    host = value.removeprefix("sb://").removesuffix("/").lower()
+    labels = host.split(".")
+    if (len(host) > 253 or len(labels) < 2
+            or not all(re.fullmatch(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?", label) for label in labels)):
+        raise PydanticCustomError("INVALID_HOST_NAME", "Must be the namespace's host name, such as "
+                                  "\"contoso.servicebus.windows.net\" (or \"sb://contoso.servicebus.windows.net/\").")
+    return host
+
+
+def _webhook_url(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    invalid = PydanticCustomError("INVALID_URL", "Must be an absolute https URL without credentials or fragment.")
+    if not TEXT.matches(value) or " " in value:
+        raise invalid
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError:
+        raise invalid from None
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.username or parts.password \
+            or parts.fragment:
+        raise invalid
+    if parts.scheme == "http" and parts.hostname not in LOCAL_HOSTS:
+        raise PydanticCustomError("INSECURE_URL", "Must use https; http is allowed only for localhost.")
+    return value
+
+
+Key = Annotated[str, Field(min_length=1, max_length=64), BeforeValidator(_key)]
+SignedDecimal = Annotated[Decimal, BeforeValidator(_signed_decimal),
+                          WithJsonSchema({"type": "string", "pattern": rf"^-?(?:{DECIMAL.core})$",
+                                          "examples": ["5", "-2", "12.5"]})]
+# Sealed at rest and never returned or logged; SecretStr keeps it out of reprs.
+Secret = Annotated[SecretStr, Field(min_length=16, max_length=1024, json_schema_extra={"writeOnly": True})]
+
+
+def _inlined_backoffice_schema() -> dict[str, Any]:
+    """The back-office document's JSON Schema with its `$defs` written in place, for the OpenAPI document."""
+    schema = backoffice_schema.schema()
+    definitions = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:  # the definition, with any sibling keywords (a description) on top
+                siblings = {name: value for name, value in node.items() if name != "$ref"}
+                return resolve({**definitions[node["$ref"].removeprefix("#/$defs/")], **siblings})
+            return {name: resolve(value) for name, value in node.items() if name not in ("$schema", "$id")}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    return resolve(schema)
+
+
+class BackofficeDocument(RootModel[dict[str, Any]]):
+    """The back-office document (contracts/backoffice.schema.json)."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        # store.backoffice checks documents against that JSON Schema; this model only documents it.
+        return _inlined_backoffice_schema()
+
+
+class EntityCounts(Shape):
+    created: int
+    updated: int
+    unchanged: int
+
+
+class LoadReport(Shape):
+    changed: bool = Field(description="False when the document held nothing new (loading is idempotent).")
+    counts: dict[str, EntityCounts]
+    deleted: dict[str, int] = Field(description="Rows removed from the lists a document names whole "
+                                                "(assortment lines, loyalty program stores).")
+
+
+class StockAdjustment(Shape):
+    """Exactly one of onHandDelta (added to on hand, may be negative) and onHand (the counted quantity)."""
+
+    locationNumber: Key
+    locationType: Literal["WAREHOUSE", "RETAIL_STORE"] | None = Field(
+        default=None, description="Needed only when a warehouse and a retail store share the number.")
+    skuNumber: Key
+    onHandDelta: SignedDecimal | None = None
+    onHand: SignedDecimal | None = Field(default=None, validate_default=True)
+    reason: Annotated[str, Field(max_length=MAX_REASON_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$")] | None = None
+
+    @field_validator("onHand")
+    @classmethod
+    def _exactly_one(cls, on_hand: Decimal | None, info: ValidationInfo) -> Decimal | None:
+        # Runs even when onHand is absent (validate_default), so "neither" is reported too.
+        if (on_hand is None) == (info.data.get("onHandDelta") is None):
+            raise PydanticCustomError("ONE_OF_REQUIRED", "Give exactly one of onHandDelta and onHand.")
+        return on_hand
+
+
+class StockLevel(Shape):
+    locationId: Id
+    locationNumber: str
+    locationName: str
+    locationType: Literal["WAREHOUSE", "RETAIL_STORE"]
+    skuId: Id
+    skuNumber: str
+    onHand: DecimalString
+    reserved: DecimalString
+    available: DecimalString = Field(description="max(onHand − reserved, 0)")
+    modifiedTime: Instant | None
+    changed: bool = Field(description="False when the adjustment left on hand as it was (no event written).")
+
+
+class VisitAddress(Shape):
+    street: str | None
+    postCode: str | None
+    city: str | None
+    countryIsoCode: str | None
+
+
+class ReleasedRetailStore(Shape):
+    id: Id
+    number: str
+    name: str
+    status: Literal["RELEASED", "NOT_RELEASED"]
+    visitAddress: VisitAddress
+    changed: bool = Field(description="False when the store was already released (no event written).")
+
+
+class DestinationKind(Shape):
+    kind: Literal["SERVICE_BUS", "WEBHOOK"]
+
+
+class ServiceBusDestination(Shape):
+    kind: Literal["SERVICE_BUS"]
+    endpoint: Annotated[str, Field(max_length=MAX_URL_LENGTH, examples=["contoso.servicebus.windows.net"]),
+                        BeforeValidator(_host_name)]
+    entityPath: Annotated[str, Field(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,258}[A-Za-z0-9])?$",
+                                     description="Queue or topic name.")]
+    sharedAccessKeyName: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,256}$")]
+    sharedAccessKey: Secret
+
+
+class WebhookDestination(Shape):
+    kind: Literal["WEBHOOK"]
+    url: Annotated[str, Field(max_length=MAX_URL_LENGTH, examples=["https://hooks.example.com/pia"]),
+                   BeforeValidator(_webhook_url)]
+    secret: Secret = Field(description="Signs each delivery; 16 to 1,024 characters.")
+
+
+DESTINATION_MODELS: dict[str, type[ServiceBusDestination | WebhookDestination]] = {
+    "SERVICE_BUS": ServiceBusDestination, "WEBHOOK": WebhookDestination}
+
+
+# The route checks `kind` first, then the kind's own model, so problems are reported at their fields (a checked
+# union would prefix the tag to each path); this union only documents the body.
+class EventDestinationRequest(RootModel[Annotated[ServiceBusDestination | WebhookDestination,
+                                                  Field(discriminator="kind")]]):
+    """An Azure Service Bus queue or topic, or a webhook; `kind` says which."""
+
+
+class _DestinationAnswer(BaseModel):
+    ecomStoreId: Id
+    secretSet: Literal[True] = Field(description="A secret is stored (sealed); it is never returned.")
+    modifiedTime: Instant
+
+
+class ServiceBusDestinationAnswer(_DestinationAnswer):
+    kind: Literal["SERVICE_BUS"]
+    endpoint: str
+    entityPath: str
+    sharedAccessKeyName: str
+
+
+class WebhookDestinationAnswer(_DestinationAnswer):
+    kind: Literal["WEBHOOK"]
+    url: str
+
+
+class EventDestination(RootModel[Annotated[ServiceBusDestinationAnswer | WebhookDestinationAnswer,
+                                           Field(discriminator="kind")]]):
+    """The stored destination; its secret is never returned."""

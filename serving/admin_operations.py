@@ -1,0 +1,97 @@
+"""The back office's operations, as the admin API answers them: store calls in, contract JSON or ApiError out.
+
+The admin API routes run these off the event loop, and `pia admin` runs the same ones directly on the database
+when no server is named, so both print the same JSON and refuse with the same error bodies.
+"""
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from contracts.admin import DESTINATION_MODELS, DestinationKind, StockAdjustment
+from contracts.errors import InvalidRequest, NotFound
+from contracts.rendering import decimal, instant
+from serving.routes.stores import retail_store_json
+from serving.validation import validated
+from store.backoffice import DocumentInvalid, load_document
+from store.destinations import DestinationSettings, EventDestination, get_destination, set_destination
+from store.reference import release_retail_store
+from store.secrets import SecretBox
+from store.stock import StockLevel, StockNotFound, StockRefused, adjust_stock
+
+# DocumentError carries a path and a message; every problem of a document is reported under this code.
+INVALID_DOCUMENT = "INVALID_DOCUMENT"
+
+
+def load(engine: sa.Engine, tenant_id: str, document: Any) -> dict[str, Any]:
+    try:
+        report = load_document(engine, tenant_id, document)
+    except DocumentInvalid as invalid:
+        problems = [{"path": problem.path, "code": INVALID_DOCUMENT, "message": problem.message}
+                    for problem in invalid.errors]
+        raise InvalidRequest(problems, f"The back-office document has {len(problems)} problem(s); nothing was "
+                                       "loaded.") from None
+    return {"changed": report.changed, "counts": report.counts, "deleted": report.deleted}
+
+
+def adjust(engine: sa.Engine, tenant_id: str, body: Any) -> dict[str, Any]:
+    request = validated(StockAdjustment, body)
+    try:
+        level = adjust_stock(engine, tenant_id, request.locationNumber, request.skuNumber,
+                             delta=request.onHandDelta, on_hand=request.onHand,
+                             location_type=request.locationType, reason=request.reason)
+    except StockNotFound as missing:
+        raise NotFound(str(missing)) from None
+    except StockRefused as refused:
+        raise InvalidRequest([{"path": refused.field, "code": refused.code, "message": str(refused)}]) from None
+    return stock_level_json(level)
+
+
+def stock_level_json(level: StockLevel) -> dict[str, Any]:
+    return {"locationId": level.location.id, "locationNumber": level.location.number,
+            "locationName": level.location.name, "locationType": level.location.type,
+            "skuId": level.sku_id, "skuNumber": level.sku_number, "onHand": decimal(level.on_hand),
+            "reserved": decimal(level.reserved), "available": decimal(level.available),
+            "modifiedTime": instant(level.modified_time), "changed": level.changed}
+
+
+def release(engine: sa.Engine, tenant_id: str, retail_store_number: str) -> dict[str, Any]:
+    released = release_retail_store(engine, tenant_id, retail_store_number)
+    if released is None:
+        raise NotFound(f"No retail store {retail_store_number} in this tenant.")
+    row, changed = released
+    return {**retail_store_json(row), "changed": changed}
+
+
+def put_destination(engine: sa.Engine, box: SecretBox, tenant_id: str, ecom_store_id: str,
+                    body: Any) -> dict[str, Any]:
+    # The kind first, so the kind's own problems are reported at their fields (a union would prefix its tag).
+    kind = validated(DestinationKind, body).kind
+    request = validated(DESTINATION_MODELS[kind], body)
+    if kind == "SERVICE_BUS":
+        settings = DestinationSettings(kind, request.endpoint, request.entityPath, request.sharedAccessKeyName,
+                                       request.sharedAccessKey.get_secret_value())
+    else:
+        settings = DestinationSettings(kind, request.url, None, None, request.secret.get_secret_value())
+    stored = set_destination(engine, box, tenant_id, ecom_store_id, settings)
+    if stored is None:
+        raise NotFound(f"No eCom store {ecom_store_id} in this tenant.")
+    return destination_json(stored)
+
+
+def show_destination(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> dict[str, Any]:
+    stored = get_destination(engine, tenant_id, ecom_store_id)
+    if stored is None:
+        raise NotFound(f"No event destination is set for eCom store {ecom_store_id}.")
+    return destination_json(stored)
+
+
+def destination_json(stored: EventDestination) -> dict[str, Any]:
+    """Everything but the secret; `secretSet` says one is stored."""
+    if stored.kind == "SERVICE_BUS":
+        target = {"endpoint": stored.endpoint, "entityPath": stored.entity_path,
+                  "sharedAccessKeyName": stored.shared_access_key_name}
+    else:
+        target = {"url": stored.endpoint}
+    return {"ecomStoreId": stored.ecom_store_id, "kind": stored.kind, **target, "secretSet": True,
+            "modifiedTime": instant(stored.modified_time)}
