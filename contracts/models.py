@@ -57,3 +57,39 @@ class InvalidRequestError(Error):
     error: Literal["INVALID_REQUEST", "BAD_REQUEST"]
     details: Problems = Field(default_factory=lambda: Problems(errors=[]),
                               description="INVALID_REQUEST: every problem found. Absent with BAD_REQUEST.")
+
+
+class NotFoundError(Error):
+    """NOT_FOUND: no such resource, or not visible from the token's scope (such as a product outside the eCom
+    store's assortment)."""
+
+    error: Literal["NOT_FOUND"]
+
+
+class SkuNotFoundError(Error):
+    """SKU_NOT_FOUND: the SKU is not in the eCom store's assortment; the message names the id or number."""
+
+    error: Literal["SKU_NOT_FOUND"]
+
+
+class CustomerNotFoundError(Error):
+    """CUSTOMER_NOT_FOUND: no customer of this tenant has this id (or e-mail)."""
+
+    error: Literal["CUSTOMER_NOT_FOUND"]
+
+
+class CustomerConflict(Shape):
+    field: Literal["email", "phone"]
+    existingCustomerId: str
+
+
+class CustomerConflicts(Shape):
+    conflicts: list[CustomerConflict]
+
+
+class CustomerConflictError(Error):
+    """CUSTOMER_CONFLICT: another customer of the tenant already has this e-mail address or phone; nothing was
+    stored."""
+
+    error: Literal["CUSTOMER_CONFLICT"]
+    details: CustomerConflicts

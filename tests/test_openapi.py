@@ -20,6 +20,7 @@ from serving.openapi import attach_openapi, openapi_json
 from serving.protection import protect, protected_scope
 from serving.validation import validated
 from settings import Settings
+from store.clients import SCOPES
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item
 from tests.conftest import bearer, client_of, wait_for
 from tests.openapi_check import assert_response_matches
@@ -96,7 +97,7 @@ def test_protected_routes_carry_their_scope_and_the_shared_errors(document: dict
         assert set(operation["responses"]) >= SHARED_ERRORS, (method, path)
         assert operation["responses"]["401"]["headers"]["WWW-Authenticate"]["required"]
         assert operation["responses"]["429"]["headers"]["Retry-After"]["required"]
-    assert scopes == {"ecom", "loyalty_programs", "demand_planning"}
+    assert scopes == set(SCOPES)
 
 
 def test_token_endpoints_take_form_and_json_and_uploads_declare_their_envelope(document: dict) -> None:

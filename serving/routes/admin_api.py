@@ -19,6 +19,7 @@ from contracts.admin import (
     StockLevel,
 )
 from contracts.errors import BadRequest
+from contracts.models import InvalidRequestError, NotFoundError
 from serving import admin_operations
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
@@ -41,6 +42,7 @@ async def _json() -> Any:
 @blueprint.post("/backoffice")
 @document_request(BackofficeDocument)
 @document_response(LoadReport, 200)
+@document_response(InvalidRequestError, 400)
 async def load_backoffice(tenantId: str) -> Response:
     """Load a back-office document (partial upsert, all or nothing; contracts/backoffice.schema.json)."""
     return json_response(await blocking(admin_operations.load, services().engine, tenantId, await _json()))
@@ -49,6 +51,8 @@ async def load_backoffice(tenantId: str) -> Response:
 @blueprint.post("/stock_adjustments")
 @document_request(StockAdjustment)
 @document_response(StockLevel, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
 async def stock_adjustment(tenantId: str) -> Response:
     """Add to on hand at a location, or set the counted quantity; InventoryUpdated when it changed."""
     return json_response(await blocking(admin_operations.adjust, services().engine, tenantId, await _json()))
@@ -56,6 +60,7 @@ async def stock_adjustment(tenantId: str) -> Response:
 
 @blueprint.post("/retail_stores/<retailStoreNumber>/release")
 @document_response(ReleasedRetailStore, 200)
+@document_response(NotFoundError, 404)
 async def release_retail_store(tenantId: str, retailStoreNumber: str) -> Response:
     """Release the store; RetailStoreUpdated when it was not released yet."""
     return json_response(await blocking(admin_operations.release, services().engine, tenantId, retailStoreNumber))
@@ -64,6 +69,8 @@ async def release_retail_store(tenantId: str, retailStoreNumber: str) -> Respons
 @blueprint.put("/ecom_stores/<eComStoreId>/event_destination")
 @document_request(EventDestinationRequest)
 @document_response(EventDestination, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
 async def put_event_destination(tenantId: str, eComStoreId: str) -> Response:
     """Set where the eCom store's events go; the secret is sealed at rest and never returned."""
     body = await _json()
@@ -74,6 +81,7 @@ async def put_event_destination(tenantId: str, eComStoreId: str) -> Response:
 
 @blueprint.get("/ecom_stores/<eComStoreId>/event_destination")
 @document_response(EventDestination, 200)
+@document_response(NotFoundError, 404)
 async def get_event_destination(tenantId: str, eComStoreId: str) -> Response:
     return json_response(await blocking(admin_operations.show_destination, services().engine, tenantId,
                                         eComStoreId))

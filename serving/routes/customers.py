@@ -14,6 +14,7 @@ from quart_schema import document_request, document_response
 
 from contracts.customers import Customer, CustomerAddresses, CustomerFields, PushedCustomer, normalized_email
 from contracts.errors import CustomerNotFound, InvalidRequest
+from contracts.models import CustomerConflictError, CustomerNotFoundError, InvalidRequestError
 from contracts.rendering import instant
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
@@ -34,6 +35,8 @@ _HELD_AS = {"firstName": "first_name", "lastName": "last_name", "email": "email"
 @document_request(CustomerFields)
 @document_response(Customer, 200)
 @document_response(Customer, 201)
+@document_response(InvalidRequestError, 400)
+@document_response(CustomerConflictError, 409)
 async def put_customer(tenantId: str, eComStoreId: str, customerId: str) -> Response:
     """Create the customer under the caller's id (201) or change the fields sent (200); 400, 409."""
     customer_id = _uuid(customerId)
@@ -51,6 +54,7 @@ async def put_customer(tenantId: str, eComStoreId: str, customerId: str) -> Resp
 
 @blueprint.get("/customers/<customerId>")
 @document_response(Customer, 200)
+@document_response(CustomerNotFoundError, 404)
 async def get_customer(tenantId: str, eComStoreId: str, customerId: str) -> Response:
     """The customer; 404 CUSTOMER_NOT_FOUND, also for an id that is not a UUID."""
     customer_id = _uuid(customerId)
@@ -61,6 +65,8 @@ async def get_customer(tenantId: str, eComStoreId: str, customerId: str) -> Resp
 @blueprint.put("/customers/<customerId>/addresses")
 @document_request(CustomerAddresses)
 @document_response(Customer, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(CustomerNotFoundError, 404)
 async def put_addresses(tenantId: str, eComStoreId: str, customerId: str) -> Response:
     """Set or clear the delivery and invoice addresses of a known customer; 400, 404 CUSTOMER_NOT_FOUND."""
     body = await json_body(CustomerAddresses)
@@ -73,6 +79,8 @@ async def put_addresses(tenantId: str, eComStoreId: str, customerId: str) -> Res
 @document_request(PushedCustomer)
 @document_response(Customer, 200)
 @document_response(Customer, 201)
+@document_response(InvalidRequestError, 400)
+@document_response(CustomerConflictError, 409)
 async def push_customer(tenantId: str, eComStoreId: str) -> Response:
     """Find the customer by phone and change the fields sent (200), or create one with a new id (201)."""
     body = await json_body(PushedCustomer)
@@ -87,6 +95,7 @@ async def push_customer(tenantId: str, eComStoreId: str) -> Response:
 # the OpenAPI path. So an address whose local part holds a slash (legal, rare) cannot be looked up here.
 @blueprint.get("/customers/by_email/<email>")
 @document_response(Customer, 200)
+@document_response(CustomerNotFoundError, 404)
 async def customer_by_email(tenantId: str, eComStoreId: str, email: str) -> Response:
     """The customer with this e-mail address (URL-decoded, compared case-insensitively); 404 CUSTOMER_NOT_FOUND."""
     normalized = normalized_email(email)

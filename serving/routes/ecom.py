@@ -13,7 +13,7 @@ from contracts import catalogue as shapes
 from contracts.errors import InvalidRequest, NotFound, SkuNotFound
 from contracts.events import INVENTORY_UPDATED, PRODUCT_UPDATED, REFERENCE_LISTS
 from contracts.limits import MAX_PAGE_SIZE
-from contracts.models import Items
+from contracts.models import InvalidRequestError, Items, NotFoundError, SkuNotFoundError
 from events.outbox import assortment_events
 from serving import catalogue as render
 from serving.jsonio import blocking, json_response
@@ -42,6 +42,8 @@ async def retail_stores(tenantId: str, eComStoreId: str) -> Response:
 
 @blueprint.get("/product_schema/<listName>")
 @document_response(Items[shapes.ReferenceEntry])
+@document_response(NotFoundError, 404)
+@document_response(NotFoundError, 404)
 async def product_schema(tenantId: str, eComStoreId: str, listName: str) -> Response:
     """One of the 12 reference lists, tenant-wide, by code."""
     if listName not in REFERENCE_LISTS:
@@ -77,6 +79,8 @@ def _optional_limit() -> int | None:
 @blueprint.get("/products")
 @document_querystring(shapes.ProductQuery)
 @document_response(shapes.ProductIds)
+@document_response(InvalidRequestError, 400)
+@document_response(InvalidRequestError, 400)
 async def product_ids(tenantId: str, eComStoreId: str) -> Response:
     """Visible product ids by id; published only unless includeUnpublished=true; all at once without limit."""
     published_only, limit = not _flag("includeUnpublished"), _optional_limit()
@@ -98,6 +102,8 @@ def _canonical_id(raw: str) -> str | None:
 
 @blueprint.get("/products/<productId>")
 @document_response(shapes.Product)
+@document_response(NotFoundError, 404)
+@document_response(NotFoundError, 404)
 async def product(tenantId: str, eComStoreId: str, productId: str) -> Response:
     product_id = _canonical_id(productId)
     record = product_id and await blocking(read_product, services().engine, tenantId, eComStoreId, product_id)
@@ -108,6 +114,8 @@ async def product(tenantId: str, eComStoreId: str, productId: str) -> Response:
 
 @blueprint.get("/skus/<skuIdOrNumber>/inventory")
 @document_response(shapes.SkuInventory)
+@document_response(SkuNotFoundError, 404)
+@document_response(SkuNotFoundError, 404)
 async def inventory(tenantId: str, eComStoreId: str, skuIdOrNumber: str) -> Response:
     """Stock at the serving warehouses and the click and collect stores; the path names the SKU by id or number."""
     found = await blocking(sku_inventory, services().engine, tenantId, eComStoreId, skuIdOrNumber)
