@@ -120,3 +120,9 @@ def assortment_events(conn: sa.Connection, tenant_id: str, ecom_store_id: str, s
                       entity: sa.Select) -> int:
     """One event per entity id that `entity` selects, to one eCom store (the trigger_events routes)."""
     return _insert(conn, tenant_id, subject, [(ecom_store_id, entity_id) for entity_id in conn.scalars(entity)])
+
+
+def pair_events(conn: sa.Connection, tenant_id: str, subject: str, pairs: Iterable[tuple[str, str]]) -> int:
+    """One event per (eCom store id, entity id) pair, for callers that worked out the audience themselves (the
+    back-office loader, which compares what each store saw before and after a load)."""
+    return _insert(conn, tenant_id, subject, sorted(set(pairs)))

@@ -1,0 +1,140 @@
+"""The change events of one load, written into the outbox in the load's transaction.
+
+Rules (one row per eCom store that should hear; unchanged rows write nothing):
+- ProductUpdated to a store for a product when the product, one of its SKUs (name, GTIN, references, published),
+  images, attribute values or one of its SKUs' prices changed and the store sees the product after the load;
+  when the set of the product's SKUs the store sees changed (assortment lines, the store's assortments, SKUs
+  joining or leaving the product), including to a store that no longer sees it (its GET answers 404, which tells
+  it to drop the product); and for every product a store sees when its prices came from another list (the
+  store's price list, or its company's base price list, changed; a new store hears of everything it sees).
+  Prices are announced to every store that sees the product, whichever list it sells from.
+- InventoryUpdated for every SKU whose stock row (on hand or reserved) changed, to the stores whose assortment
+  holds it.
+- CampaignUpdated to a store when the campaign or its SKUs changed and the store sees one of its SKUs before or
+  after the load, or when the store's view of the campaign's SKUs changed with its assortment.
+- RetailStoreUpdated for a retail store created or changed in name, number, status, visit address or company, to
+  the eCom stores of its company; and for every released store of the company to an eCom store that is new or
+  newly moved to that company (click and collect connected).
+- The schema event of every reference list with an entry added, modified or removed, to every eCom store.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from contracts import events as subjects
+from events.outbox import pair_events, schema_events, sku_events
+from store.backoffice.applying import Applier
+from store.backoffice.document import OPTIONS_LIST, REFERENCE_LISTS
+from store.schema import assortment_lines, campaign_skus, companies, ecom_stores, retail_stores, skus
+
+_RETAIL_STORE_FIELDS = ("number", "name", "released", "street", "post_code", "city", "country_iso_code",
+                        "company_id")
+_LIST_NAMES = {**REFERENCE_LISTS, "dynamicAttributeOptions": OPTIONS_LIST}
+
+Pair = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class View:
+    """What the eCom stores of a tenant see, taken before and after a load."""
+
+    visible: set[tuple[str, str, str]]  # (eCom store, product, SKU) for every SKU of a product in its assortment
+    pricing: dict[str, tuple[str, str | None, str | None]]  # store → (company, price list, company's base list)
+    campaign_skus: dict[str, set[str]]  # campaign → SKUs
+
+
+def take_view(conn: sa.Connection, tenant_id: str) -> View:
+    lines = (sa.select(ecom_stores.c.id, skus.c.product_id, skus.c.id)
+             .join(assortment_lines, sa.and_(
+                 assortment_lines.c.tenant_id == tenant_id,
+                 assortment_lines.c.assortment_id.in_([ecom_stores.c.base_assortment_id,
+                                                       ecom_stores.c.local_assortment_id])))
+             .join(skus, sa.and_(skus.c.tenant_id == tenant_id, skus.c.id == assortment_lines.c.sku_id))
+             .where(ecom_stores.c.tenant_id == tenant_id, skus.c.product_id.is_not(None)))
+    pricing = (sa.select(ecom_stores.c.id, ecom_stores.c.company_id, ecom_stores.c.price_list_id,
+                         companies.c.base_price_list_id)
+               .outerjoin(companies, sa.and_(companies.c.tenant_id == tenant_id,
+                                             companies.c.id == ecom_stores.c.company_id))
+               .where(ecom_stores.c.tenant_id == tenant_id))
+    campaigns: dict[str, set[str]] = defaultdict(set)
+    for campaign_id, sku_id in conn.execute(sa.select(campaign_skus.c.campaign_id, campaign_skus.c.sku_id)
+                                            .where(campaign_skus.c.tenant_id == tenant_id)):
+        campaigns[campaign_id].add(sku_id)
+    return View(visible={tuple(row) for row in conn.execute(lines)},
+                pricing={row[0]: tuple(row[1:]) for row in conn.execute(pricing)},
+                campaign_skus=dict(campaigns))
+
+
+def announce(applier: Applier, before: View) -> None:
+    conn, tenant_id = applier.conn, applier.tenant_id
+    after = take_view(conn, tenant_id)
+    pair_events(conn, tenant_id, subjects.PRODUCT_UPDATED, _product_pairs(applier, before, after))
+    sku_events(conn, tenant_id, {row["sku_id"] for row in _changed_rows(applier, "stock")})
+    pair_events(conn, tenant_id, subjects.CAMPAIGN_UPDATED, _campaign_pairs(applier, before, after))
+    pair_events(conn, tenant_id, subjects.RETAIL_STORE_UPDATED, _retail_store_pairs(applier, before, after))
+    schema_events(conn, tenant_id, {list_name for entity, list_name in _LIST_NAMES.items()
+                                    if entity in applier.changes and applier.changes[entity].any})
+
+
+def _changed_rows(applier: Applier, entity: str) -> list[dict]:
+    """Every row an entity's sync created, updated (held and new values) or deleted."""
+    changes = applier.changes.get(entity)
+    if changes is None:
+        return []
+    return [*changes.created, *(dict(held) for held, _ in changes.updated), *(new for _, new in changes.updated),
+            *(dict(held) for held in changes.deleted)]
+
+
+def _product_pairs(applier: Applier, before: View, after: View) -> set[Pair]:
+    changed = {row["id"] for row in _changed_rows(applier, "products")}
+    for entity in ("productSkus", "productImages", "productAttributeValues"):
+        changed |= {row["product_id"] for row in _changed_rows(applier, entity) if row.get("product_id")}
+    # A top-level SKU's new name or a new price changes the record of the SKU's product.
+    numbers = {row["number"] for row in _changed_rows(applier, "skus")}
+    priced = {row["sku_id"] for row in _changed_rows(applier, "prices")}
+    if numbers or priced:
+        changed |= set(applier.conn.scalars(sa.select(skus.c.product_id).where(
+            skus.c.tenant_id == applier.tenant_id, skus.c.product_id.is_not(None),
+            sa.or_(skus.c.number.in_(sorted(numbers)), skus.c.id.in_(sorted(priced))))))
+    repriced = {store for store, pricing in after.pricing.items() if before.pricing.get(store) != pricing}
+    seen_after = {(store, product) for store, product, _ in after.visible}
+    return ({(store, product) for store, product, _ in before.visible ^ after.visible}
+            | {(store, product) for store, product in seen_after if product in changed or store in repriced})
+
+
+def _campaign_pairs(applier: Applier, before: View, after: View) -> set[Pair]:
+    changed = {row["id"] for row in _changed_rows(applier, "campaigns")}
+    changed |= {row["campaign_id"] for row in _changed_rows(applier, "campaignSkus")}
+
+    def views(view: View) -> dict[Pair, frozenset[str]]:
+        by_store: dict[str, set[str]] = defaultdict(set)
+        for store, _, sku in view.visible:
+            by_store[store].add(sku)
+        return {(store, campaign): frozenset(seen & campaign_skus)
+                for store, seen in by_store.items() for campaign, campaign_skus in view.campaign_skus.items()
+                if seen & campaign_skus}
+
+    old, new = views(before), views(after)
+    return {pair for pair in old.keys() | new.keys()
+            if pair[1] in changed or old.get(pair) != new.get(pair)}
+
+
+def _retail_store_pairs(applier: Applier, before: View, after: View) -> set[Pair]:
+    changes = applier.changes.get("retailStores")
+    changed = {row["id"] for row in changes.created} if changes else set()
+    if changes:
+        changed |= {held["id"] for held, new in changes.updated
+                    if any(held[name] != new[name] for name in _RETAIL_STORE_FIELDS)}
+    company_of = {store: pricing[0] for store, pricing in after.pricing.items()}
+    # eCom stores whose click and collect network is new to them: every released store of the company.
+    connected = {store for store, company in company_of.items()
+                 if store not in before.pricing or before.pricing[store][0] != company}
+    if not changed and not connected:
+        return set()
+    stores = applier.conn.execute(sa.select(retail_stores.c.id, retail_stores.c.company_id, retail_stores.c.released)
+                                  .where(retail_stores.c.tenant_id == applier.tenant_id)).all()
+    return {(ecom_store, store_id) for ecom_store, company in company_of.items()
+            for store_id, store_company, released in stores
+            if store_company == company and (store_id in changed or (released and ecom_store in connected))}
