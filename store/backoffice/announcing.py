@@ -71,33 +71,15 @@ def announce(applier: Applier, before: View) -> None:
     conn, tenant_id = applier.conn, applier.tenant_id
     after = take_view(conn, tenant_id)
     pair_events(conn, tenant_id, subjects.PRODUCT_UPDATED, _product_pairs(applier, before, after))
-    sku_events(conn, tenant_id, {row["sku_id"] for row in _changed_rows(applier, "stock")})
+    sku_events(conn, tenant_id, {row["sku_id"] for row in applier.changed_rows("stock")})
     pair_events(conn, tenant_id, subjects.CAMPAIGN_UPDATED, _campaign_pairs(applier, before, after))
     pair_events(conn, tenant_id, subjects.RETAIL_STORE_UPDATED, _retail_store_pairs(applier, before, after))
     schema_events(conn, tenant_id, {list_name for entity, list_name in _LIST_NAMES.items()
                                     if entity in applier.changes and applier.changes[entity].any})
 
 
-def _changed_rows(applier: Applier, entity: str) -> list[dict]:
-    """Every row an entity's sync created, updated (held and new values) or deleted."""
-    changes = applier.changes.get(entity)
-    if changes is None:
-        return []
-    return [*changes.created, *(dict(held) for held, _ in changes.updated), *(new for _, new in changes.updated),
-            *(dict(held) for held in changes.deleted)]
-
-
 def _product_pairs(applier: Applier, before: View, after: View) -> set[Pair]:
-    changed = {row["id"] for row in _changed_rows(applier, "products")}
-    for entity in ("productSkus", "productImages", "productAttributeValues"):
-        changed |= {row["product_id"] for row in _changed_rows(applier, entity) if row.get("product_id")}
-    # A top-level SKU's new name or a new price changes the record of the SKU's product.
-    numbers = {row["number"] for row in _changed_rows(applier, "skus")}
-    priced = {row["sku_id"] for row in _changed_rows(applier, "prices")}
-    if numbers or priced:
-        changed |= set(applier.conn.scalars(sa.select(skus.c.product_id).where(
-            skus.c.tenant_id == applier.tenant_id, skus.c.product_id.is_not(None),
-            sa.or_(skus.c.number.in_(sorted(numbers)), skus.c.id.in_(sorted(priced))))))
+    changed = applier.changed_products()
     repriced = {store for store, pricing in after.pricing.items() if before.pricing.get(store) != pricing}
     seen_after = {(store, product) for store, product, _ in after.visible}
     return ({(store, product) for store, product, _ in before.visible ^ after.visible}
@@ -105,8 +87,8 @@ def _product_pairs(applier: Applier, before: View, after: View) -> set[Pair]:
 
 
 def _campaign_pairs(applier: Applier, before: View, after: View) -> set[Pair]:
-    changed = {row["id"] for row in _changed_rows(applier, "campaigns")}
-    changed |= {row["campaign_id"] for row in _changed_rows(applier, "campaignSkus")}
+    changed = {row["id"] for row in applier.changed_rows("campaigns")}
+    changed |= {row["campaign_id"] for row in applier.changed_rows("campaignSkus")}
 
     def views(view: View) -> dict[Pair, frozenset[str]]:
         by_store: dict[str, set[str]] = defaultdict(set)

@@ -72,6 +72,28 @@ class Applier:
     def reference_ids(self, list_name: str) -> dict[str, str]:
         return self.ids(reference_entries, "code", reference_entries.c.list_name == list_name)
 
+    def changed_rows(self, entity: str) -> list[Row]:
+        """Every row an entity's sync created, updated (as held and as written) or deleted."""
+        changes = self.changes.get(entity)
+        if changes is None:
+            return []
+        return [*changes.created, *(dict(held) for held, _ in changes.updated),
+                *({**held, **new} for held, new in changes.updated), *(dict(held) for held in changes.deleted)]
+
+    def changed_products(self) -> set[str]:
+        """Products whose record changed: their own row, SKUs, images, attribute values or SKU prices."""
+        changed = {row["id"] for row in self.changed_rows("products")}
+        for entity in ("productSkus", "productImages", "productAttributeValues"):
+            changed |= {row["product_id"] for row in self.changed_rows(entity) if row.get("product_id")}
+        # A top-level SKU's new name or a new price changes the record of the SKU's product.
+        numbers = {row["number"] for row in self.changed_rows("skus")}
+        priced = {row["sku_id"] for row in self.changed_rows("prices")}
+        if numbers or priced:
+            changed |= set(self.conn.scalars(sa.select(skus.c.product_id).where(
+                skus.c.tenant_id == self.tenant_id, skus.c.product_id.is_not(None),
+                sa.or_(skus.c.number.in_(sorted(numbers)), skus.c.id.in_(sorted(priced))))))
+        return changed
+
 
 def apply_document(conn: sa.Connection, tenant_id: str, now: datetime, document: dict[str, Any]) -> Applier:
     applier = Applier(conn, tenant_id, now)
@@ -117,7 +139,16 @@ def apply_document(conn: sa.Connection, tenant_id: str, now: datetime, document:
                   for level in document.get("stock", [])])
     _campaigns(applier, document.get("campaigns", []), company_ids, sku_ids)
     _customers(applier, document.get("customers", []))
+    _touch_products(applier)
     return applier
+
+
+def _touch_products(applier: Applier) -> None:
+    """A product's modified_time covers its SKUs, images, attribute values and prices too."""
+    changed = sorted(applier.changed_products() - {row["id"] for row in applier.changed_rows("products")})
+    if changed:
+        applier.conn.execute(products.update().where(products.c.tenant_id == applier.tenant_id,
+                                                     products.c.id.in_(changed)).values(modified_time=applier.now))
 
 
 def _decimal(text: str | None) -> Any:

@@ -356,6 +356,12 @@ def _customer_errors(conn: sa.Connection, tenant_id: str, document: Any) -> Iter
         sa.select(customers.c.id, customers.c.email_key, customers.c.phone).where(customers.c.tenant_id == tenant_id))
         for name, value in (("email", email_key), ("phone", phone)) if value is not None}
     named = {item["id"].lower() for _, item in entries(document, "customers") if isinstance(item.get("id"), str)}
+    # Customer ids are chosen by their creators and unique across tenants (the table's primary key).
+    taken = set(conn.scalars(sa.select(customers.c.id).where(customers.c.id.in_(sorted(named)),
+                                                             customers.c.tenant_id != tenant_id)))
+    for parts, customer in entries(document, "customers"):
+        if isinstance(customer.get("id"), str) and customer["id"].lower() in taken:
+            yield DocumentError(path((*parts, "id")), f"{customer['id']!r} is taken; choose another id")
     first: dict[tuple[str, str], tuple[Parts, str]] = {}
     for parts, name, value, owner in contacts:
         problem = email_problem(value) if name == "email" else phone_problem(value)
