@@ -20,6 +20,7 @@ from contracts.formats import DECIMAL, DECIMAL_SHAPE, KEY, TEXT, date_value, dec
 from store.backoffice.document import (
     OPTIONS_LIST,
     PRODUCT_REFERENCES,
+    REFERENCE_LISTS,
     SKU_REFERENCES,
     DocumentError,
     Entry,
@@ -51,6 +52,7 @@ _PATTERN_PROBLEMS = {
     TEXT.json_schema: lambda text: "must not contain control characters.",
     DECIMAL.json_schema: lambda text: f"must be {DECIMAL_SHAPE}.",
 }
+_LIST_NAMES = {*REFERENCE_LISTS.values(), OPTIONS_LIST}
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _BOOLEANS = ("true", "false")
 
@@ -171,7 +173,8 @@ def _reference_errors(document: Any, known: dict[str, Any]) -> Iterator[Document
     for parts, key, kind in _references(document):
         # Absent or non-string keys are the schema check's to report.
         if isinstance(key, str) and key not in known[kind]:
-            yield DocumentError(path(parts), f"{key!r} names no {kind.replace('_', ' ')} in the document or the tenant")
+            what = f"{kind} entry" if kind in _LIST_NAMES else kind
+            yield DocumentError(path(parts), f"{key!r} names no {what} in the document or the tenant")
 
 
 def _known_keys(conn: sa.Connection, tenant_id: str, document: Any) -> dict[str, Any]:
