@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from contracts import events as subjects
 from store.ids import new_id, utc_now
+from store.inserts import insert_rows
 from store.schema import (
     assortment_lines,
     campaign_skus,
@@ -40,8 +41,7 @@ def _insert(conn: sa.Connection, tenant_id: str, subject: str, pairs: Iterable[t
     encoded = orjson.dumps(dict(metadata)).decode() if metadata else None
     rows = [{"event_id": new_id(), "tenant_id": tenant_id, "ecom_store_id": store_id, "subject": subject,
              "entity_id": entity_id, "datetime": at, "metadata": encoded} for store_id, entity_id in pairs]
-    if rows:
-        conn.execute(event_outbox.insert(), rows)
+    insert_rows(conn, event_outbox, rows)
     return len(rows)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from contracts import events as subjects
-from events.outbox import pair_events, schema_events, sku_events
+from events.outbox import pair_events, schema_events
 from store.backoffice.applying import Applier
 from store.backoffice.document import OPTIONS_LIST, REFERENCE_LISTS
 from store.schema import assortment_lines, campaign_skus, companies, ecom_stores, retail_stores, skus
@@ -71,7 +71,10 @@ def announce(applier: Applier, before: View) -> None:
     conn, tenant_id = applier.conn, applier.tenant_id
     after = take_view(conn, tenant_id)
     pair_events(conn, tenant_id, subjects.PRODUCT_UPDATED, _product_pairs(applier, before, after))
-    sku_events(conn, tenant_id, {row["sku_id"] for row in applier.changed_rows("stock")})
+    # The view already knows which stores hold each SKU: no need for sku_events' query of the same.
+    stocked = {row["sku_id"] for row in applier.changed_rows("stock")}
+    pair_events(conn, tenant_id, subjects.INVENTORY_UPDATED,
+                {(store, sku) for store, _, sku in after.visible if sku in stocked})
     pair_events(conn, tenant_id, subjects.CAMPAIGN_UPDATED, _campaign_pairs(applier, before, after))
     pair_events(conn, tenant_id, subjects.RETAIL_STORE_UPDATED, _retail_store_pairs(applier, before, after))
     schema_events(conn, tenant_id, {list_name for entity, list_name in _LIST_NAMES.items()

@@ -89,9 +89,11 @@ class Applier:
         numbers = {row["number"] for row in self.changed_rows("skus")}
         priced = {row["sku_id"] for row in self.changed_rows("prices")}
         if numbers or priced:
-            changed |= set(self.conn.scalars(sa.select(skus.c.product_id).where(
-                skus.c.tenant_id == self.tenant_id, skus.c.product_id.is_not(None),
-                sa.or_(skus.c.number.in_(sorted(numbers)), skus.c.id.in_(sorted(priced))))))
+            # One read of the tenant's SKUs: thousands of bound ids cost DuckDB more than the rows.
+            changed |= {product_id for sku_id, number, product_id in self.conn.execute(
+                sa.select(skus.c.id, skus.c.number, skus.c.product_id).where(
+                    skus.c.tenant_id == self.tenant_id, skus.c.product_id.is_not(None)))
+                if number in numbers or sku_id in priced}
         return changed
 
 

@@ -10,6 +10,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
+import jsonschema_rs
 import phonenumbers
 import sqlalchemy as sa
 from email_validator import EmailNotValidError, validate_email
@@ -46,6 +47,9 @@ from store.schema import (
 )
 
 _VALIDATOR = Draft202012Validator(backoffice_schema.schema())
+# The same schema checked in Rust: 50x faster on a large valid document (20 ms against 1 s for the demo's), so
+# it decides whether there is anything to report; jsonschema then says what, in the words the loader reports.
+_GATE = jsonschema_rs.validator_for(backoffice_schema.schema())
 # A format rule's own words instead of jsonschema's, which quote the whole pattern.
 _PATTERN_PROBLEMS = {
     KEY.json_schema: key_problem,
@@ -67,6 +71,8 @@ def document_errors(conn: sa.Connection, tenant_id: str, document: Any) -> Itera
 
 
 def schema_errors(document: Any) -> Iterator[DocumentError]:
+    if _GATE.is_valid(document):
+        return
     for error in _VALIDATOR.iter_errors(document):
         parts = tuple(error.absolute_path)
         # Point at the missing or unknown field itself rather than at the object holding it.
@@ -239,13 +245,16 @@ def _day(value: Any) -> date | None:
     return date_value(value) if isinstance(value, str) else None
 
 
+def gtin_check_digit(body: str) -> int:
+    """GS1 check digit of a GTIN without it: weights 3 and 1 alternate from the rightmost digit."""
+    total = sum(int(digit) * (3 if i % 2 == 0 else 1) for i, digit in enumerate(reversed(body)))
+    return (10 - total % 10) % 10
+
+
 def gtin_is_valid(gtin: str) -> bool:
-    """GS1 check digit: weights 3 and 1 alternate from the digit left of the check digit."""
     if not gtin.isascii() or not gtin.isdigit() or len(gtin) not in (8, 12, 13, 14):
         return False
-    body = [int(digit) for digit in reversed(gtin[:-1])]
-    total = sum(digit * (3 if i % 2 == 0 else 1) for i, digit in enumerate(body))
-    return (10 - total % 10) % 10 == int(gtin[-1])
+    return gtin_check_digit(gtin[:-1]) == int(gtin[-1])
 
 
 def _rule_errors(document: Any, known: dict[str, Any]) -> Iterator[DocumentError]:

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 
 from store.backoffice.document import Row
 from store.ids import new_id
+from store.inserts import insert_rows
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,7 @@ def sync(conn: sa.Connection, tenant_id: str, now: datetime, table: sa.Table, ke
         elif any(current[name] != value for name, value in row.items()):
             updated.append((current, row))
     deleted = [row for row in held.values() if owned is not None and row[owned.column] in owned.owners]
-    if created:
-        conn.execute(table.insert(), created)
+    insert_rows(conn, table, created)
     if updated:
         conn.execute(table.update().where(*_key_match(table, key)),
                      [_stamped(table, now, {**_values(row, key), **_key_params(tenant_id, row, key)})
