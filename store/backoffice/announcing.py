@@ -60,9 +60,9 @@ def take_view(conn: sa.Connection, tenant_id: str) -> View:
                .where(ecom_stores.c.tenant_id == tenant_id))
     campaigns: dict[str, set[str]] = defaultdict(set)
     for campaign_id, sku_id in conn.execute(sa.select(campaign_skus.c.campaign_id, campaign_skus.c.sku_id)
-                                            .where(campaign_skus.c.tenant_id == tenant_id)):
+                                            .where(campaign_skus.c.tenant_id == tenant_id)).all():
         campaigns[campaign_id].add(sku_id)
-    return View(visible={tuple(row) for row in conn.execute(lines)},
+    return View(visible={tuple(row) for row in conn.execute(lines).all()},
                 pricing={row[0]: tuple(row[1:]) for row in conn.execute(pricing)},
                 campaign_skus=dict(campaigns))
 

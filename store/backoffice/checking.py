@@ -142,7 +142,8 @@ def _references(document: Any) -> Iterator[tuple[Parts, Any, str]]:
             yield (*parts, "localAssortmentCode"), store.get("localAssortmentCode"), "LOCAL assortment"
     for parts, store in entries(document, "ecomStores"):
         yield (*parts, "priceListCode"), store.get("priceListCode"), "price list"
-        yield (*parts, "defaultCustomerId"), store.get("defaultCustomerId"), "customer"
+        customer = store.get("defaultCustomerId")
+        yield (*parts, "defaultCustomerId"), customer.lower() if isinstance(customer, str) else customer, "customer"
         numbers = store.get("servingWarehouseNumbers")
         for i, number in enumerate(numbers if isinstance(numbers, list) else []):
             yield (*parts, "servingWarehouseNumbers", i), number, "warehouse"

@@ -23,11 +23,6 @@ class Changes:
     def any(self) -> bool:
         return bool(self.created or self.updated or self.deleted)
 
-    def values(self, column: str) -> set[str]:
-        """`column` of every row this sync created, updated or deleted (ids, owner ids)."""
-        return ({row[column] for row in self.created} | {held[column] for held, _ in self.updated}
-                | {held[column] for held in self.deleted})
-
 
 @dataclass
 class LoadReport:
@@ -67,9 +62,12 @@ def sync(conn: sa.Connection, tenant_id: str, now: datetime, table: sa.Table, ke
     """
     if not rows and (owned is None or not owned.owners):
         return Changes()
-    query = sa.select(table).where(table.c.tenant_id == tenant_id)
+    # Only the columns compared or reported: reading whole rows (stamps included) costs more than the rest.
+    wanted = dict.fromkeys([*key, *(rows[0] if rows else ()), *(["id"] if "id" in table.c else []),
+                            *([owned.column] if owned else [])])
+    query = sa.select(*(table.c[name] for name in wanted)).where(table.c.tenant_id == tenant_id)
     held = {tuple(row[name] for name in key): row
-            for row in conn.execute(query if within is None else query.where(within)).mappings()}
+            for row in conn.execute(query if within is None else query.where(within)).mappings().all()}
     created: list[Row] = []
     updated: list[tuple[sa.RowMapping, Row]] = []
     for row in rows:
