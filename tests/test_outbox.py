@@ -119,6 +119,19 @@ def test_stock_changes_reach_only_stores_whose_assortment_holds_the_sku(engine: 
     assert load(engine, loaded, document) == {("E2", "InventoryUpdated", "P2-S")}
 
 
+def test_a_location_joining_or_leaving_a_store_s_inventory_announces_its_skus(
+        engine: sa.Engine, loaded: str) -> None:
+    document = catalogue_document(loaded)
+    document["ecomStores"][0]["servingWarehouseNumbers"] = ["W2"]  # W1 (stock of P1-S) leaves E1's inventory
+    assert load(engine, loaded, document) == {("E1", "InventoryUpdated", "P1-S")}
+    document["ecomStores"][0]["servingWarehouseNumbers"] = ["W2", "W1"]  # back, tried last
+    assert load(engine, loaded, document) == {("E1", "InventoryUpdated", "P1-S")}
+    document["ecomStores"][0]["servingWarehouseNumbers"] = ["W1", "W2"]  # only the order changes
+    assert load(engine, loaded, document) == set()
+    document["retailStores"][0]["released"] = False  # R1 (stock of P1-M) leaves E1's click and collect network
+    assert load(engine, loaded, document) == {("E1", "InventoryUpdated", "P1-M"), ("E1", "RetailStoreUpdated", "R1")}
+
+
 def test_assortment_changes_announce_what_each_store_now_sees(engine: sa.Engine, loaded: str) -> None:
     document = catalogue_document(loaded)
     document["assortments"][0]["lines"].append({"skuNumber": "P2-S", "replenishmentType": "AUTO"})

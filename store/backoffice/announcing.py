@@ -9,7 +9,8 @@ Rules (one row per eCom store that should hear; unchanged rows write nothing):
   store's price list, or its company's base price list, changed; a new store hears of everything it sees).
   Prices are announced to every store that sees the product, whichever list it sells from.
 - InventoryUpdated for every SKU whose stock row (on hand or reserved) changed, to the stores whose assortment
-  holds it.
+  holds it; and for the SKUs stocked at a location that joined or left a store's inventory (a serving warehouse
+  added or removed; a retail store of its company released or withdrawn), to that store when it sees them.
 - CampaignUpdated to a store when the campaign or its SKUs changed and the store sees one of its SKUs before or
   after the load, or when the store's view of the campaign's SKUs changed with its assortment.
 - RetailStoreUpdated for a retail store created or changed in name, number, status, visit address or company, to
@@ -27,7 +28,15 @@ from contracts import events as subjects
 from events.outbox import pair_events, schema_events
 from store.backoffice.applying import Applier
 from store.backoffice.document import OPTIONS_LIST, REFERENCE_LISTS
-from store.schema import assortment_lines, campaign_skus, companies, ecom_stores, retail_stores, skus
+from store.schema import (
+    assortment_lines,
+    campaign_skus,
+    companies,
+    ecom_stores,
+    retail_stores,
+    skus,
+    stock_levels,
+)
 
 _RETAIL_STORE_FIELDS = ("number", "name", "released", "street", "post_code", "city", "country_iso_code",
                         "company_id")
@@ -71,14 +80,41 @@ def announce(applier: Applier, before: View) -> None:
     conn, tenant_id = applier.conn, applier.tenant_id
     after = take_view(conn, tenant_id)
     pair_events(conn, tenant_id, subjects.PRODUCT_UPDATED, _product_pairs(applier, before, after))
-    # The view already knows which stores hold each SKU: no need for sku_events' query of the same.
-    stocked = {row["sku_id"] for row in applier.changed_rows("stock")}
-    pair_events(conn, tenant_id, subjects.INVENTORY_UPDATED,
-                {(store, sku) for store, _, sku in after.visible if sku in stocked})
+    pair_events(conn, tenant_id, subjects.INVENTORY_UPDATED, _inventory_pairs(applier, after))
     pair_events(conn, tenant_id, subjects.CAMPAIGN_UPDATED, _campaign_pairs(applier, before, after))
     pair_events(conn, tenant_id, subjects.RETAIL_STORE_UPDATED, _retail_store_pairs(applier, before, after))
     schema_events(conn, tenant_id, {list_name for entity, list_name in _LIST_NAMES.items()
                                     if entity in applier.changes and applier.changes[entity].any})
+
+
+def _inventory_pairs(applier: Applier, after: View) -> set[Pair]:
+    # The view already knows which stores see each SKU: no need for sku_events' query of the same.
+    stocked = {row["sku_id"] for row in applier.changed_rows("stock")}
+    pairs = {(store, sku) for store, _, sku in after.visible if sku in stocked}
+    moved = _moved_locations(applier, after)
+    if moved:
+        held = applier.conn.execute(sa.select(stock_levels.c.location_id, stock_levels.c.sku_id).where(
+            stock_levels.c.tenant_id == applier.tenant_id,
+            stock_levels.c.location_id.in_(sorted(set().union(*moved.values()))))).all()
+        seen = {(store, sku) for store, _, sku in after.visible}
+        pairs |= {(store, sku) for store, locations in moved.items() for location, sku in held
+                  if location in locations and (store, sku) in seen}
+    return pairs
+
+
+def _moved_locations(applier: Applier, after: View) -> dict[str, set[str]]:
+    """eCom store → the locations that joined or left its inventory in this load."""
+    moved: dict[str, set[str]] = defaultdict(set)
+    serving = applier.changes.get("ecomStoreWarehouses")
+    if serving:
+        for row in [*serving.created, *serving.deleted]:
+            moved[row["ecom_store_id"]].add(row["warehouse_id"])
+    stores = applier.changes.get("retailStores")
+    released = [(held["id"], held["company_id"]) for held, new in stores.updated
+                if held["released"] != new["released"]] if stores else []
+    for ecom_store, (company, _, _) in after.pricing.items():
+        moved[ecom_store] |= {store for store, store_company in released if store_company == company}
+    return {store: locations for store, locations in moved.items() if locations}
 
 
 def _product_pairs(applier: Applier, before: View, after: View) -> set[Pair]:
