@@ -225,7 +225,7 @@ def _attributes(conn: sa.Connection, tenant_id: str, document: Any) -> tuple[dic
         attribute.c.tenant_id == tenant_id, attribute.c.list_name == "dynamic_attributes")).all())
     owners = dict(conn.execute(
         sa.select(option.c.code, attribute.c.code)
-        .join(attribute, attribute.c.id == option.c.dynamic_attribute_id)
+        .join(attribute, sa.and_(attribute.c.tenant_id == tenant_id, attribute.c.id == option.c.dynamic_attribute_id))
         .where(option.c.tenant_id == tenant_id, option.c.list_name == OPTIONS_LIST)).all())
     lists = document.get("referenceLists") if isinstance(document, dict) else None
     for _, item in entries(lists, "dynamicAttributes"):
