@@ -478,7 +478,7 @@ def test_nested_lists_are_owned_whole_per_item(engine: sa.Engine, tenant: str) -
 
 
 def test_a_held_customer_s_contact_details_change(engine: sa.Engine, tenant: str) -> None:
-    """E-mail and phone are unique columns: DuckDB must take their update too."""
+    """E-mail and phone are unique columns: DuckDB must take their update too, and a trade of them too."""
     load_document(engine, tenant, catalogue_document(tenant))
     document = catalogue_document(tenant)
     document["customers"][0] |= {"email": "kari@example.no", "phone": "+4798765432"}
@@ -489,6 +489,14 @@ def test_a_held_customer_s_contact_details_change(engine: sa.Engine, tenant: str
     assert report.counts["customers"] == {"created": 0, "updated": 2, "unchanged": 0}
     with engine.connect() as conn:
         assert one(conn, customers, tenant, id=customer_id(tenant, 2)).email_key == "kari+web@example.no"
+
+    # Two customers trade phone numbers in one document.
+    kari, ola = document["customers"]
+    kari["phone"], ola["phone"] = ola["phone"], kari["phone"]
+    load_document(engine, tenant, document)
+    with engine.connect() as conn:
+        assert one(conn, customers, tenant, id=customer_id(tenant, 1)).phone == "+46701234567"
+        assert one(conn, customers, tenant, id=customer_id(tenant, 2)).phone == "+4798765432"
 
 
 def test_whole_model_problems_are_listed_with_their_paths(engine: sa.Engine, tenant: str) -> None:

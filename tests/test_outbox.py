@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 import store.backoffice
+from serving.demo_data import TEST_PRODUCTS, demo_document
 from store.backoffice import DocumentInvalid, load_document
 from store.schema import campaigns, ecom_stores, event_outbox, products, retail_stores, skus
 from store.tenants import create_tenant
@@ -221,3 +222,11 @@ def test_a_load_rolled_back_after_its_events_were_written_leaves_none(
         assert conn.scalar(sa.select(products.c.name).where(products.c.tenant_id == loaded,
                                                             products.c.number == "P1")) == "Ullgenser"
 
+
+
+def test_the_demo_catalogue_loads_again_without_an_event(engine: sa.Engine, tenant: str) -> None:
+    document = demo_document("outbox", TEST_PRODUCTS, tenant)
+    first = load(engine, tenant, document)
+    assert {subject for _, subject, _ in first} >= {"ProductUpdated", "InventoryUpdated", "CampaignUpdated",
+                                                    "RetailStoreUpdated", "BrandsUpdated"}
+    assert load(engine, tenant, document) == set()

@@ -326,6 +326,20 @@ def _campaigns(applier: Applier, items: list[dict[str, Any]], company_ids: dict[
         owned=Owned("campaign_id", {campaign_ids[item["code"]] for item in items}))
 
 
+def _release_moving_contacts(applier: Applier, rows: list[Row]) -> None:
+    """Clears the e-mail and phone keys of named customers whose contacts change, so that two customers may trade
+    them in one document: row-by-row updates would otherwise meet the unique constraints half way."""
+    held = {customer_id: (email_key, phone) for customer_id, email_key, phone in applier.conn.execute(
+        sa.select(customers.c.id, customers.c.email_key, customers.c.phone)
+        .where(customers.c.tenant_id == applier.tenant_id, customers.c.id.in_([row["id"] for row in rows])))}
+    moving = sorted(row["id"] for row in rows
+                    if row["id"] in held and held[row["id"]] != (row["email_key"], row["phone"]))
+    if len(moving) > 1:
+        applier.conn.execute(customers.update().where(customers.c.tenant_id == applier.tenant_id,
+                                                      customers.c.id.in_(moving))
+                             .values(email_key=None, phone=None))
+
+
 def _address(given: dict[str, Any] | None, fields: tuple[str, ...]) -> str | None:
     # Every field of the shape, absent ones null, in the shape's order: the same address is the same text.
     return None if given is None else orjson.dumps({name: given.get(name) for name in fields}).decode()
@@ -333,13 +347,14 @@ def _address(given: dict[str, Any] | None, fields: tuple[str, ...]) -> str | Non
 
 def _customers(applier: Applier, items: list[dict[str, Any]]) -> None:
     # A named customer is described whole (ext, which integrators set, is left alone).
-    applier.sync("customers", customers, ("id",), [
-        {"id": item["id"].lower(), "first_name": item["firstName"], "last_name": item["lastName"],
-         "email": item.get("email"), "email_key": item["email"].lower() if "email" in item else None,
-         "phone": item.get("phone"), "birth_date": date_value(item["birthDate"]) if "birthDate" in item else None,
-         "delivery_address": _address(item.get("deliveryAddress"), _DELIVERY_ADDRESS),
-         "invoice_address": _address(item.get("invoiceAddress"), _INVOICE_ADDRESS)}
-        for item in items])
+    rows = [{"id": item["id"].lower(), "first_name": item["firstName"], "last_name": item["lastName"],
+             "email": item.get("email"), "email_key": item["email"].lower() if "email" in item else None,
+             "phone": item.get("phone"), "birth_date": date_value(item["birthDate"]) if "birthDate" in item else None,
+             "delivery_address": _address(item.get("deliveryAddress"), _DELIVERY_ADDRESS),
+             "invoice_address": _address(item.get("invoiceAddress"), _INVOICE_ADDRESS)}
+            for item in items]
+    _release_moving_contacts(applier, rows)
+    applier.sync("customers", customers, ("id",), rows)
     program_ids = applier.ids(loyalty_programs, "code")
     given = [item for item in items if "loyaltyMemberships" in item]
     applier.sync("customerLoyaltyMemberships", customer_loyalty_memberships, ("customer_id", "loyalty_program_id"), [
