@@ -150,6 +150,10 @@ def test_a_store_s_new_price_list_reprices_everything_it_sees(engine: sa.Engine,
     document = catalogue_document(loaded)
     del document["ecomStores"][0]["priceListCode"]  # E1 falls back to its company's base prices
     assert load(engine, loaded, document) == {("E1", "ProductUpdated", "P1")}
+    document["companies"][1]["currencyIsoCode"] = "EUR"  # E2's company
+    assert load(engine, loaded, document) == {("E2", "ProductUpdated", "P2")}
+    document["vatRates"][1]["rate"] = "12"  # LOW: P2's SKU
+    assert load(engine, loaded, document) == {("E2", "ProductUpdated", "P2")}
 
 
 def test_campaign_changes_reach_stores_that_see_its_skus(engine: sa.Engine, loaded: str) -> None:

@@ -6,7 +6,8 @@ Rules (one row per eCom store that should hear; unchanged rows write nothing):
   when the set of the product's SKUs the store sees changed (assortment lines, the store's assortments, SKUs
   joining or leaving the product), including to a store that no longer sees it (its GET answers 404, which tells
   it to drop the product); and for every product a store sees when its prices came from another list (the
-  store's price list, or its company's base price list, changed; a new store hears of everything it sees).
+  store's price list, its company's base price list or currency changed; a new store hears of everything it
+  sees). A new VAT rate changes the record of every product with a SKU at that rate.
   Prices are announced to every store that sees the product, whichever list it sells from.
 - InventoryUpdated for every SKU whose stock row (on hand or reserved) changed, to the stores whose assortment
   holds it; and for the SKUs stocked at a location that joined or left a store's inventory (a serving warehouse
@@ -50,7 +51,8 @@ class View:
     """What the eCom stores of a tenant see, taken before and after a load."""
 
     visible: set[tuple[str, str, str]]  # (eCom store, product, SKU) for every SKU of a product in its assortment
-    pricing: dict[str, tuple[str, str | None, str | None]]  # store → (company, price list, company's base list)
+    # store → (company, price list, company's base list, company's currency)
+    pricing: dict[str, tuple[str, str | None, str | None, str | None]]
     campaign_skus: dict[str, set[str]]  # campaign → SKUs
 
 
@@ -63,7 +65,7 @@ def take_view(conn: sa.Connection, tenant_id: str) -> View:
              .join(skus, sa.and_(skus.c.tenant_id == tenant_id, skus.c.id == assortment_lines.c.sku_id))
              .where(ecom_stores.c.tenant_id == tenant_id, skus.c.product_id.is_not(None)))
     pricing = (sa.select(ecom_stores.c.id, ecom_stores.c.company_id, ecom_stores.c.price_list_id,
-                         companies.c.base_price_list_id)
+                         companies.c.base_price_list_id, companies.c.currency_iso_code)
                .outerjoin(companies, sa.and_(companies.c.tenant_id == tenant_id,
                                              companies.c.id == ecom_stores.c.company_id))
                .where(ecom_stores.c.tenant_id == tenant_id))
@@ -112,7 +114,7 @@ def _moved_locations(applier: Applier, after: View) -> dict[str, set[str]]:
     stores = applier.changes.get("retailStores")
     released = [(held["id"], held["company_id"]) for held, new in stores.updated
                 if held["released"] != new["released"]] if stores else []
-    for ecom_store, (company, _, _) in after.pricing.items():
+    for ecom_store, (company, *_) in after.pricing.items():
         moved[ecom_store] |= {store for store, store_company in released if store_company == company}
     return {store: locations for store, locations in moved.items() if locations}
 

@@ -81,19 +81,20 @@ class Applier:
                 *({**held, **new} for held, new in changes.updated), *(dict(held) for held in changes.deleted)]
 
     def changed_products(self) -> set[str]:
-        """Products whose record changed: their own row, SKUs, images, attribute values or SKU prices."""
+        """Products whose record changed: their own row, SKUs, images, attribute values, SKU prices or VAT rates."""
         changed = {row["id"] for row in self.changed_rows("products")}
         for entity in ("productSkus", "productImages", "productAttributeValues"):
             changed |= {row["product_id"] for row in self.changed_rows(entity) if row.get("product_id")}
-        # A top-level SKU's new name or a new price changes the record of the SKU's product.
+        # A top-level SKU's new name, a new price or a new VAT rate changes the record of the SKU's product.
         numbers = {row["number"] for row in self.changed_rows("skus")}
         priced = {row["sku_id"] for row in self.changed_rows("prices")}
-        if numbers or priced:
+        taxed = {row["id"] for row in self.changed_rows("vatRates")}
+        if numbers or priced or taxed:
             # One read of the tenant's SKUs: thousands of bound ids cost DuckDB more than the rows.
-            changed |= {product_id for sku_id, number, product_id in self.conn.execute(
-                sa.select(skus.c.id, skus.c.number, skus.c.product_id).where(
+            changed |= {sku.product_id for sku in self.conn.execute(
+                sa.select(skus.c.id, skus.c.number, skus.c.product_id, skus.c.vat_rate_id).where(
                     skus.c.tenant_id == self.tenant_id, skus.c.product_id.is_not(None)))
-                if number in numbers or sku_id in priced}
+                if sku.number in numbers or sku.id in priced or sku.vat_rate_id in taxed}
         return changed
 
 
