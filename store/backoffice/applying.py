@@ -223,9 +223,8 @@ def _products(applier: Applier, items: list[dict[str, Any]]) -> None:
     # stock, prices, assortment lines and demand planning still refer to it.
     named = {sku["number"] for item in with_skus for sku in item["skus"]}
     owners = owned("skus").owners
-    leaving = [number for number, product_id in applier.conn.execute(
-        sa.select(skus.c.number, skus.c.product_id).where(skus.c.tenant_id == applier.tenant_id,
-                                                          skus.c.product_id.in_(owners)))
+    leaving = [number for number in applier.conn.scalars(
+        sa.select(skus.c.number).where(skus.c.tenant_id == applier.tenant_id, skus.c.product_id.in_(sorted(owners))))
                if number not in named]
     if leaving:
         detached = sync(applier.conn, applier.tenant_id, applier.now, skus, ("number",),
