@@ -32,9 +32,9 @@ import sqlalchemy as sa
 
 from benchmarks.databases import scratch_postgres_url
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
-from pipeline.bulk import staged
 from serving.admin import issue_client
 from settings import Settings
+from store.bulk import staged
 from store.clients import update_client
 from store.engine import create_engine
 from store.ids import new_id, utc_now

@@ -1,7 +1,7 @@
 """The back-office document's JSON Schema, with its format definitions filled from `contracts.formats`.
 
 `backoffice.schema.json` is the published schema. Its structure is written there by hand; its `$defs` for keys,
-decimals and text are generated from the format rules, so the loader and the upload check the same rules. The
+decimals, dates and text are generated from the format rules, so the loader and the upload check the same rules. The
 schema used at run time is always filled from the rules; a test keeps the file equal to `render(schema())`, and
 
     uv run python -m contracts.backoffice_schema
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contracts.formats import DECIMAL, DECIMAL_SHAPE, KEY, MAX_KEY_LENGTH, TEXT
+from contracts.formats import DATE, DATE_SHAPE, DECIMAL, DECIMAL_SHAPE, KEY, MAX_KEY_LENGTH, TEXT
 
 PATH = Path(__file__).with_name("backoffice.schema.json")
 _LINE_WIDTH = 120
@@ -27,6 +27,8 @@ def format_definitions() -> dict[str, dict[str, Any]]:
         "name": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": TEXT.json_schema},
         "text": {"description": "no control character", "type": "string", "pattern": TEXT.json_schema},
         "decimal": {"description": DECIMAL_SHAPE, "type": "string", "pattern": DECIMAL.json_schema},
+        # The loader also checks that the day exists (2026-02-30 passes the pattern).
+        "date": {"description": DATE_SHAPE, "type": "string", "pattern": DATE.json_schema},
     }
 
 

@@ -8,7 +8,7 @@ import orjson
 import sqlalchemy as sa
 
 from serving.admin import issue_client
-from serving.demo_data import demo_document
+from serving.demo_data import DEMO_PRODUCTS, TEST_PRODUCTS, demo_document
 from serving.server import base_url, run
 from settings import Settings
 from store.backoffice import load_document
@@ -30,12 +30,13 @@ def _client(client_id: str, secret: str, scope: str, resource: str | None,
 
 def seed_demo_tenant(engine: sa.Engine, name: str, is_test: bool) -> dict[str, Any]:
     tenant_id = create_tenant(engine, name, is_test)
-    load_document(engine, tenant_id, demo_document(name))
+    load_document(engine, tenant_id, demo_document(name, TEST_PRODUCTS if is_test else DEMO_PRODUCTS, tenant_id))
     stores = list_ecom_stores(engine, tenant_id)
     programs = list_loyalty_programs(engine, tenant_id)
     wanted: list[tuple[str, str | None, tuple[str, ...]]] = [("ecom", s.id, ()) for s in stores]
     wanted += [("loyalty_programs", p.id, ()) for p in programs]
-    wanted += [("demand_planning", None, (DEMAND_PLANNING_PERMISSION,)), ("demand_planning", None, ())]
+    wanted += [("demand_planning", None, (DEMAND_PLANNING_PERMISSION,)), ("demand_planning", None, ()),
+               ("admin", None, ())]
     clients = []
     for scope, resource, permissions in wanted:
         label = f"demo {scope}" + (" with Demand Planning permission" if permissions else "")

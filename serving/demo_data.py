@@ -1,11 +1,15 @@
-"""The back-office document `pia demo` loads: a small Norwegian grocery chain.
+"""The back-office document `pia demo` loads: a small Norwegian grocery chain, and optionally its web shop.
 
 Built to exercise the API: unreleased stores, a loyalty program covering some stores, a BASE assortment
 refined by a LOCAL one (so assortments differ between stores), MANUAL and locked lines, and replenishment
-values resolved from each source (store-specific line, local assortment, base assortment).
+values resolved from each source (store-specific line, local assortment, base assortment). With `products`, the
+eCom stores sell the catalogue of serving/demo_shop.py.
 """
 
+from datetime import UTC, date, datetime
 from typing import Any
+
+from serving import demo_shop
 
 BASE_CODE = "BASIS"
 LOCAL_CODE = "VEST"
@@ -91,8 +95,44 @@ def _retail_store(row: tuple[str, str, str, str, str, bool, bool]) -> dict[str, 
     return store
 
 
-def demo_document(tenant_label: str) -> dict[str, Any]:
-    """The demo's back-office document; tenant_label goes into the names to tell tenants apart."""
+# Catalogue sizes: the demo tenant's, and the test tenant's smaller copy.
+DEMO_PRODUCTS = 300
+TEST_PRODUCTS = 30
+
+
+def demo_document(tenant_label: str, products: int = 0, tenant_id: str | None = None,
+                  today: date | None = None) -> dict[str, Any]:
+    """The demo's back-office document; tenant_label goes into the names to tell tenants apart.
+
+    With `products`, the web shop's catalogue of that many products is added (customers too, given the tenant's
+    id, from which their ids are made); campaign dates are relative to `today` (UTC by default).
+    """
+    document = _grocery_document(tenant_label)
+    if products:
+        _add_shop(document, demo_shop.shop_document(tenant_label, products, tenant_id,
+                                                    today or datetime.now(UTC).date()))
+    return document
+
+
+def _add_shop(document: dict[str, Any], shop: dict[str, Any]) -> None:
+    for name in ("referenceLists", "vatRates", "priceLists", "products", "warehouses", "stock", "campaigns",
+                 "customers"):
+        document[name] = shop[name]
+    document["assortments"].append(shop["assortment"])
+    document["companies"][0] |= {"basePriceListCode": demo_shop.BASE_PRICE_LIST_CODE, "freightVatRate": "25"}
+    document["loyaltyPrograms"][0]["companyNumber"] = "10"
+    webshop, business = document["ecomStores"]
+    warehouses = [number for number, _ in demo_shop.WAREHOUSES]
+    webshop |= {"baseAssortmentCode": demo_shop.ASSORTMENT_CODE, "priceListCode": demo_shop.PRICE_LIST_CODE,
+                "servingWarehouseNumbers": warehouses, "leadTimeDays": 2, "paymentCaptureEnabled": True}
+    if shop["defaultCustomerId"]:
+        webshop["defaultCustomerId"] = shop["defaultCustomerId"]
+    # The business shop sells the same assortment at base prices, from one warehouse, without payment capture.
+    business |= {"baseAssortmentCode": demo_shop.ASSORTMENT_CODE, "servingWarehouseNumbers": warehouses[1:],
+                 "leadTimeDays": 5}
+
+
+def _grocery_document(tenant_label: str) -> dict[str, Any]:
     return {
         "companies": [{"number": "10", "name": f"Fjordmarked Dagligvare AS ({tenant_label})",
                        "currencyIsoCode": "NOK"}],
