@@ -28,9 +28,12 @@ def _client(client_id: str, secret: str, scope: str, resource: str | None,
             "permissions": list(permissions)}
 
 
-def seed_demo_tenant(engine: sa.Engine, name: str, is_test: bool) -> dict[str, Any]:
+def seed_demo_tenant(engine: sa.Engine, name: str, is_test: bool, shop: bool = True) -> dict[str, Any]:
+    """A tenant with the demo's back-office data and a client per scope; without `shop`, no web shop catalogue
+    (for tests that build their own)."""
     tenant_id = create_tenant(engine, name, is_test)
-    load_document(engine, tenant_id, demo_document(name, TEST_PRODUCTS if is_test else DEMO_PRODUCTS, tenant_id))
+    products = 0 if not shop else TEST_PRODUCTS if is_test else DEMO_PRODUCTS
+    load_document(engine, tenant_id, demo_document(name, products, tenant_id))
     stores = list_ecom_stores(engine, tenant_id)
     programs = list_loyalty_programs(engine, tenant_id)
     wanted: list[tuple[str, str | None, tuple[str, ...]]] = [("ecom", s.id, ()) for s in stores]

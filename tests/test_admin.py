@@ -205,6 +205,13 @@ class Served:
         return "".join(self.lines)
 
 
+def _outbox_subjects(engine: sa.Engine, tenant: str) -> list[str]:
+    """The tenant's event subjects in the order they were written (event ids are UUIDv7)."""
+    with engine.connect() as conn:
+        return list(conn.scalars(sa.select(event_outbox.c.subject).where(event_outbox.c.tenant_id == tenant)
+                                 .order_by(event_outbox.c.event_id)))
+
+
 def test_an_operator_changes_stock_while_pia_serve_holds_the_file(tmp_path) -> None:
     data_dir = tmp_path / "data"
     engine = create_engine(Settings(data_dir=data_dir))
@@ -212,6 +219,7 @@ def test_an_operator_changes_stock_while_pia_serve_holds_the_file(tmp_path) -> N
     world = seed_demo_tenant(engine, "operator", is_test=False)
     tenant = world["id"]
     admin_id, admin_secret = issue_client(engine, tenant, "operator", "admin", None, ())
+    seeded_events = _outbox_subjects(engine, tenant)
     engine.dispose()  # the file is the server's from now on
     env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": "", "PIA_ADMIN_URL": "",
            "PIA_ADMIN_CLIENT_ID": "", "PIA_ADMIN_CLIENT_SECRET": ""}
@@ -263,7 +271,6 @@ def test_an_operator_changes_stock_while_pia_serve_holds_the_file(tmp_path) -> N
     assert json.loads(pia(*adjust, "--delta", "1").stdout)["onHand"] == "5"
     assert "POST /admin/v1/tenants/" in server.log and secret not in server.log
     engine = create_engine(Settings(data_dir=data_dir))
-    with engine.connect() as conn:
-        subjects = conn.scalars(sa.select(event_outbox.c.subject).where(event_outbox.c.tenant_id == tenant)).all()
+    subjects = _outbox_subjects(engine, tenant)[len(seeded_events):]
     engine.dispose()
     assert subjects.count(events.RETAIL_STORE_UPDATED) == len(world["ecomStores"])

@@ -24,7 +24,7 @@ from tests.conftest import bearer, client_of
 @pytest.fixture(scope="module")
 def scene(engine: sa.Engine) -> tuple[dict[str, Any], Catalogue]:
     """A tenant of its own with the scenario of catalogue_builder; read-only for the tests that use it."""
-    world = seed_demo_tenant(engine, f"catalogue {new_id()}", is_test=False)
+    world = seed_demo_tenant(engine, f"catalogue {new_id()}", is_test=False, shop=False)
     return world, build_catalogue(engine, world)
 
 
@@ -343,7 +343,7 @@ def _outbox(engine: sa.Engine, tenant_id: str, subject: str) -> list[sa.Row]:
 
 
 def test_trigger_events_write_one_row_per_product_and_sku_for_this_store(engine, http, cached_token) -> None:
-    world = seed_demo_tenant(engine, f"trigger {new_id()}", is_test=False)
+    world = seed_demo_tenant(engine, f"trigger {new_id()}", is_test=False, shop=False)
     cat = build_catalogue(engine, world)
     api = _api(http, cached_token, world, 0)
     started = utc_now()
@@ -375,7 +375,8 @@ def _filler_skus(engine: sa.Engine, cat: Catalogue) -> set[str]:
         return set(conn.scalars(sa.select(skus.c.id).where(skus.c.product_id.in_(cat.filler))))
 
 
-def test_trigger_events_of_an_empty_assortment_write_nothing(engine, http, cached_token, world) -> None:
+def test_trigger_events_of_an_empty_assortment_write_nothing(engine, http, cached_token) -> None:
+    world = seed_demo_tenant(engine, f"no shop {new_id()}", is_test=False, shop=False)
     api = _api(http, cached_token, world, 0)
     for path, subject in (("/products/trigger_events", PRODUCT_UPDATED),
                           ("/inventory/trigger_events", INVENTORY_UPDATED)):

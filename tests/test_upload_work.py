@@ -139,7 +139,9 @@ def test_an_upload_whose_client_goes_away_is_recorded_whole(narrow, settings, en
     deadline = time.monotonic() + 30
     while (row := get_batch(engine, narrow.tenant_id, batch_id)) is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert row is not None and row.progress == "PENDING"
+    # Recorded whole: the session's server runs a pipeline worker on the same database, which may already have
+    # applied it.
+    assert row is not None and row.progress in ("PENDING", "PROCESSING", "COMPLETED"), row.progress
     assert (settings.resolved_staging_dir / row.staged_path).exists()
 
 
