@@ -41,6 +41,7 @@ class StoreSettings:
     """What a single-item read needs of the eCom store, fetched once: its assortments and price lists."""
 
     assortment_ids: tuple[str | None, str | None]  # base, local
+    company_id: str
     price_list_id: str | None
     base_price_list_id: str | None
     currency_iso_code: str
@@ -50,7 +51,7 @@ def store_settings(conn: sa.Connection, tenant_id: str, ecom_store_id: str) -> S
     row = conn.execute(sa.select(store_context(tenant_id, ecom_store_id))).first()
     if row is None:
         return None
-    return StoreSettings((row.base_assortment_id, row.local_assortment_id), row.price_list_id,
+    return StoreSettings((row.base_assortment_id, row.local_assortment_id), row.company_id, row.price_list_id,
                          row.base_price_list_id, row.currency_iso_code)
 
 

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from store.catalogue import visible_skus
-from store.schema import ecom_store_warehouses, ecom_stores, retail_stores, skus, stock_levels, warehouses
+from store.catalogue import in_assortment, store_settings
+from store.schema import ecom_store_warehouses, retail_stores, skus, stock_levels, warehouses
 
 WAREHOUSE, RETAIL_STORE = "WAREHOUSE", "RETAIL_STORE"
 
@@ -25,7 +25,7 @@ def _stock(tenant_id: str, sku_id: str, location_id: sa.ColumnElement[str]) -> s
                    stock_levels.c.location_id == location_id)
 
 
-def _locations(tenant_id: str, ecom_store_id: str, sku_id: str) -> sa.Select:
+def _locations(tenant_id: str, ecom_store_id: str, company_id: str, sku_id: str) -> sa.Select:
     serving = ecom_store_warehouses
     # A serving warehouse is listed even without a stock row (nothing there); a retail store only with one.
     from_warehouses = (
@@ -39,14 +39,12 @@ def _locations(tenant_id: str, ecom_store_id: str, sku_id: str) -> sa.Select:
         .join(serving, sa.and_(serving.c.tenant_id == tenant_id, serving.c.warehouse_id == warehouses.c.id))
         .outerjoin(stock_levels, _stock(tenant_id, sku_id, warehouses.c.id))
         .where(warehouses.c.tenant_id == tenant_id, serving.c.ecom_store_id == ecom_store_id))
-    company = (sa.select(ecom_stores.c.company_id)
-               .where(ecom_stores.c.tenant_id == tenant_id, ecom_stores.c.id == ecom_store_id).scalar_subquery())
     from_stores = (
         sa.select(retail_stores.c.id, retail_stores.c.number, retail_stores.c.name, sa.literal(RETAIL_STORE),
                   stock_levels.c.on_hand, stock_levels.c.reserved, stock_levels.c.modified_time,
                   sa.literal(1), sa.literal(0), retail_stores.c.number)
         .join(stock_levels, _stock(tenant_id, sku_id, retail_stores.c.id))
-        .where(retail_stores.c.tenant_id == tenant_id, retail_stores.c.company_id == company,
+        .where(retail_stores.c.tenant_id == tenant_id, retail_stores.c.company_id == company_id,
                retail_stores.c.released))
     both = sa.union_all(from_warehouses, from_stores).subquery("locations")
     return sa.select(both).order_by(both.c.kind_order, both.c.rank, both.c.tie)
@@ -54,12 +52,18 @@ def _locations(tenant_id: str, ecom_store_id: str, sku_id: str) -> sa.Select:
 
 def sku_inventory(engine: sa.Engine, tenant_id: str, ecom_store_id: str, sku_id_or_number: str) -> SkuInventory | None:
     """None when no SKU of the store's assortment has this id or number (an id match wins)."""
-    candidates = (visible_skus(tenant_id, ecom_store_id)
-                  .with_only_columns(skus.c.id, skus.c.number)
-                  .where(sa.or_(skus.c.id == sku_id_or_number, skus.c.number == sku_id_or_number))
-                  .order_by((skus.c.id == sku_id_or_number).desc()).limit(1))
     with engine.connect() as conn:
+        store = store_settings(conn, tenant_id, ecom_store_id)
+        if store is None:
+            return None
+        # The store's settings go in as constants, as for a product read (see store.catalogue).
+        candidates = (sa.select(skus.c.id, skus.c.number)
+                      .where(skus.c.tenant_id == tenant_id, skus.c.product_id.is_not(None),
+                             sa.or_(skus.c.id == sku_id_or_number, skus.c.number == sku_id_or_number),
+                             in_assortment(tenant_id, store.assortment_ids, skus.c.id))
+                      .order_by((skus.c.id == sku_id_or_number).desc()).limit(1))
         sku = conn.execute(candidates).first()
         if sku is None:
             return None
-        return SkuInventory(sku.id, sku.number, list(conn.execute(_locations(tenant_id, ecom_store_id, sku.id))))
+        locations = _locations(tenant_id, ecom_store_id, store.company_id, sku.id)
+        return SkuInventory(sku.id, sku.number, list(conn.execute(locations)))
