@@ -2,9 +2,10 @@
 
 Each `*_events` function takes the connection of the transaction that made the change, works out the audience
 with one query, and inserts the rows; if the transaction rolls back, so do its events. Audiences follow
-SPEC.md's event list: products and SKUs go to the eCom stores whose assortment (base or local) holds them,
-retail stores to the eCom stores of the same company (the click and collect network), schema events and
-campaigns as their functions say.
+SPEC.md's event list: SKUs go to the eCom stores whose assortment (base or local) holds them, retail stores to
+the eCom stores of the same company (the click and collect network), schema events to every eCom store. The
+back-office loader works out its own audiences (what each store saw before and sees after) and writes them with
+`pair_events`.
 """
 
 from collections.abc import Iterable, Mapping
@@ -18,7 +19,6 @@ from store.bulk import insert_rows
 from store.ids import new_id, utc_now
 from store.schema import (
     assortment_lines,
-    campaign_skus,
     ecom_stores,
     event_outbox,
     retail_stores,
@@ -62,32 +62,6 @@ def sku_events(conn: sa.Connection, tenant_id: str, sku_ids: Iterable[str],
     return _insert(conn, tenant_id, subject, _pairs(conn, query))
 
 
-def product_events(conn: sa.Connection, tenant_id: str, product_ids: Iterable[str]) -> int:
-    """ProductUpdated for each product, to the eCom stores whose assortment holds at least one of its SKUs."""
-    wanted = sorted(set(product_ids))
-    if not wanted:
-        return 0
-    query = (sa.select(ecom_stores.c.id, skus.c.product_id).distinct()
-             .select_from(ecom_stores.join(skus, skus.c.tenant_id == ecom_stores.c.tenant_id))
-             .where(ecom_stores.c.tenant_id == tenant_id, skus.c.product_id.in_(wanted),
-                    _assortment_holds(skus.c.id))
-             .order_by(ecom_stores.c.id, skus.c.product_id))
-    return _insert(conn, tenant_id, subjects.PRODUCT_UPDATED, _pairs(conn, query))
-
-
-def campaign_events(conn: sa.Connection, tenant_id: str, campaign_ids: Iterable[str]) -> int:
-    """CampaignUpdated for each campaign, to the eCom stores whose assortment holds at least one of its SKUs."""
-    wanted = sorted(set(campaign_ids))
-    if not wanted:
-        return 0
-    query = (sa.select(ecom_stores.c.id, campaign_skus.c.campaign_id).distinct()
-             .select_from(ecom_stores.join(campaign_skus, campaign_skus.c.tenant_id == ecom_stores.c.tenant_id))
-             .where(ecom_stores.c.tenant_id == tenant_id, campaign_skus.c.campaign_id.in_(wanted),
-                    _assortment_holds(campaign_skus.c.sku_id))
-             .order_by(ecom_stores.c.id, campaign_skus.c.campaign_id))
-    return _insert(conn, tenant_id, subjects.CAMPAIGN_UPDATED, _pairs(conn, query))
-
-
 def retail_store_events(conn: sa.Connection, tenant_id: str, retail_store_ids: Iterable[str]) -> int:
     """RetailStoreUpdated for each retail store, to the eCom stores of its company (click and collect)."""
     wanted = sorted(set(retail_store_ids))
@@ -108,12 +82,6 @@ def schema_events(conn: sa.Connection, tenant_id: str, list_names: Iterable[str]
                                   .order_by(ecom_stores.c.id)))
     return sum(_insert(conn, tenant_id, subjects.REFERENCE_LISTS[name], [(store_id, None) for store_id in store_ids])
                for name in sorted(set(list_names)))
-
-
-def order_event(conn: sa.Connection, tenant_id: str, ecom_store_id: str, subject: str, order_id: str,
-                metadata: Mapping[str, str] | None = None) -> int:
-    """An order event goes to the eCom store that owns the order only."""
-    return _insert(conn, tenant_id, subject, [(ecom_store_id, order_id)], metadata)
 
 
 def assortment_events(conn: sa.Connection, tenant_id: str, ecom_store_id: str, subject: str,
