@@ -132,8 +132,9 @@ def _products(rng: random.Random, count: int) -> tuple[list[dict[str, Any]], lis
                        {"code": "FIT", "value": rng.choice(("Normal", "Slank", "Romslig"))}]
         items.append({
             "number": number, "name": name, "description": f"{name}: {category_name.lower()} fra demo-katalogen.",
-            # Every 50th product is still being prepared.
-            "released": index % 50 != 49,
+            # Every 50th product is still being prepared (inside the shop's assortment, which leaves out every 25th,
+            # so that includeUnpublished=true shows them).
+            "released": index % 50 != 20,
             "brandCode": rng.choice(_BRANDS)[0], "productCategoryCode": category,
             "mainProductGroupCode": "KLAER" if apparel else "HJEM",
             "subProductGroupCode": rng.choice(("DAME", "HERRE")) if apparel else "INTERIOR",
