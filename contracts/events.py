@@ -10,10 +10,6 @@ ORDER_FULFILLED = "OrderFulfilled"
 ORDER_READY_FOR_REFUND = "OrderReadyForRefund"
 ORDER_SHIPPED = "OrderShipped"
 
-ENTITY_SUBJECTS = (PRODUCT_UPDATED, INVENTORY_UPDATED, CAMPAIGN_UPDATED, ORDER_CREATED,
-                   ORDER_READY_FOR_PAYMENT_CAPTURE, ORDER_FULFILLED, ORDER_READY_FOR_REFUND, ORDER_SHIPPED,
-                   RETAIL_STORE_UPDATED)
-
 # Reference list (the last segment of GET /product_schema/{list}) → the schema event announcing its changes.
 REFERENCE_LISTS: dict[str, str] = {
     "brands": "BrandsUpdated",
@@ -29,4 +25,3 @@ REFERENCE_LISTS: dict[str, str] = {
     "dynamic_attributes": "DynamicAttributesUpdated",
     "dynamic_attributes_options": "DynamicAttributeOptionsUpdated",
 }
-SCHEMA_SUBJECTS = tuple(REFERENCE_LISTS.values())
