@@ -129,3 +129,19 @@ class OtherHttpError(ApiError):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.code = status, code  # type: ignore[misc]
+
+
+class InsufficientInventory(ApiError):
+    """Click and collect: no location has the quantity of these SKUs available; nothing was reserved."""
+
+    status, code = 400, "INSUFFICIENT_INVENTORY"
+
+    def __init__(self, shortages: list[dict[str, str]]) -> None:
+        numbers = ", ".join(shortage["skuNumber"] for shortage in shortages)
+        super().__init__(f"Not enough available to reserve SKU(s) {numbers}; nothing was reserved.",
+                         {"skus": shortages})
+
+
+class RetailStoreNotInNetwork(ApiError):
+    status, code = 400, "RETAIL_STORE_NOT_IN_NETWORK"
+    default_message = "The retail store is not a released store of the eCom store's click and collect network."

@@ -27,7 +27,7 @@ from serving.jsonio import json_response
 from serving.openapi import attach_openapi
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
-from serving.routes import admin_api, customers, demand_planning, ecom, loyalty_programs, meta, oauth
+from serving.routes import admin_api, click_and_collect, customers, demand_planning, ecom, loyalty_programs, meta, oauth
 from serving.secret_verifier import SecretVerifier
 from serving.services import Services
 from serving.token_attempts import TokenAttemptLimits
@@ -105,7 +105,8 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         return json_response(failure.body(), failure.status)
 
     for blueprint in (meta.blueprint, oauth.blueprint, ecom.blueprint, customers.blueprint,
-                      loyalty_programs.blueprint, demand_planning.blueprint, admin_api.blueprint):
+                      click_and_collect.blueprint, loyalty_programs.blueprint, demand_planning.blueprint,
+                      admin_api.blueprint):
         app.register_blueprint(blueprint)
     attach_openapi(app, issuer)
     return app

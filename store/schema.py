@@ -520,3 +520,32 @@ sales_forecasts = sa.Table(
 # DuckDB finds them fast without it, and its indexes slow its bulk upserts down.
 sa.Index("ix_sales_forecasts_tenant_id_horizon_end_date", sales_forecasts.c.tenant_id,
          sales_forecasts.c.horizon_end_date).ddl_if(dialect="postgresql")
+
+# Click and collect reservations (ECOMMERCE.md): the header is the parked cart, each line one SKU reserved at one
+# location (the retail store itself, or a serving warehouse when the store lacked it).
+click_and_collect_reservations = sa.Table(
+    "click_and_collect_reservations",
+    metadata,
+    _id(),  # the parkedCartId
+    _tenant(),
+    _ref("ecom_store_id"),
+    _ref("cart_id"),
+    sa.Column("reservation_name", sa.String(200), nullable=False),
+    _ref("retail_store_id"),
+    _ref("customer_id", nullable=True),
+    _instant("created_time"),
+)
+
+click_and_collect_lines = sa.Table(
+    "click_and_collect_lines",
+    metadata,
+    _id(),  # the cartLineId
+    _tenant(),
+    _ref("reservation_id"),
+    sa.Column("line_number", sa.Integer, nullable=False),  # 0-based, the request's order
+    _ref("sku_id"),
+    _decimal("quantity", nullable=False),
+    _ref("location_id"),  # where the stock is reserved
+    sa.Column("reserved_from_warehouse", sa.Boolean, nullable=False),
+    sa.Index(None, "tenant_id", "reservation_id"),
+)

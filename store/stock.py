@@ -4,6 +4,7 @@ An adjustment reads the row, checks the new count and writes it with its Invento
 transaction. Concurrent adjustments of one row must not lose updates: PostgreSQL locks the row (`FOR UPDATE`);
 DuckDB has no row locks and fails the later of two conflicting transactions instead, so this process's
 adjustments take turns on a lock, and a conflict with another writer is tried again a few times.
+`write_with_retries` and `for_update` are that approach, for every writer of stock rows (click and collect too).
 """
 
 import itertools
@@ -96,7 +97,7 @@ def adjust_stock(engine: sa.Engine, tenant_id: str, location_number: str, sku_nu
                 raise StockNotFound("skuNumber", f"No SKU {sku_number} in this tenant.")
             return _adjust(conn, tenant_id, location, sku_id, sku_number, delta, on_hand)
 
-    level = _with_retries(engine, attempt)
+    level = write_with_retries(engine, attempt)
     if level.changed:
         log.info("stock adjusted: tenant %s location %s SKU %s on hand now %s (%s)", tenant_id,
                  location_number, sku_number, decimal(level.on_hand), reason or "no reason given")
@@ -129,9 +130,7 @@ def _adjust(conn: sa.Connection, tenant_id: str, location: Location, sku_id: str
     query = sa.select(stock_levels.c.on_hand, stock_levels.c.reserved, stock_levels.c.modified_time).where(
         stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id == location.id,
         stock_levels.c.sku_id == sku_id)
-    if not is_duckdb(conn.engine):
-        query = query.with_for_update()
-    current = conn.execute(query).first()
+    current = conn.execute(for_update(conn, query)).first()
     held, reserved = (current.on_hand, current.reserved) if current else (Decimal(0), Decimal(0))
     new = held + delta if delta is not None else counted
     field = "onHandDelta" if delta is not None else "onHand"
@@ -167,7 +166,14 @@ def _is_conflict(error: sa.exc.DBAPIError) -> bool:
     return isinstance(error.orig, (duckdb.TransactionException, psycopg.errors.UniqueViolation))
 
 
-def _with_retries(engine: sa.Engine, attempt: Callable[[], T]) -> T:
+def for_update(conn: sa.Connection, query: sa.Select) -> sa.Select:
+    """The query locking the stock rows it reads until the transaction ends (PostgreSQL); DuckDB has no row locks,
+    its writers take turns in `write_with_retries`. Lock several rows in one stable order to avoid deadlocks."""
+    return query if is_duckdb(conn.engine) else query.with_for_update()
+
+
+def write_with_retries(engine: sa.Engine, attempt: Callable[[], T]) -> T:
+    """Run `attempt` (its own transaction), again after it lost to a concurrent writer; on DuckDB one at a time."""
     for number in itertools.count(1):
         try:
             if is_duckdb(engine):
