@@ -5,6 +5,8 @@ Decisions where the contract is silent:
   a reservation is picked up at a counter, in units. Anything else is `INVALID_QUANTITY`.
 - `lineItems` holds 1 to 100 lines; a SKU may appear on several lines (each is reserved on its own).
 - `reservationName` is 1 to 200 characters without control characters, not only white space.
+- Ids are not checked to be UUIDs: an id nothing has is simply unknown (404). They must still be 1 to 64
+  characters without control characters or surrounding white space (`INVALID_ID`), so they can be looked up.
 - `customerId` may be absent or null (no customer); when given it must be a customer of the tenant.
 - A line is reserved whole at one location, never split between the store and a warehouse; the response's
   `quantity` is a decimal string like every quantity of the contract.
@@ -17,7 +19,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from contracts.customers import MAX_TEXT_LENGTH
-from contracts.formats import TEXT
+from contracts.formats import TEXT, key_problem
 from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape
 
 MAX_QUANTITY = 10_000
@@ -39,20 +41,28 @@ def _name(value: Any) -> Any:
     return value
 
 
+def _id(value: Any) -> Any:
+    if isinstance(value, str) and (problem := key_problem(value)):
+        raise PydanticCustomError("INVALID_ID", "{problem}", {"problem": f"The id {problem}"})
+    return value
+
+
+# The Id of contracts.models, checked to be a string a lookup can take.
+ReferenceId = Annotated[Id, BeforeValidator(_id)]
 Quantity = Annotated[Decimal, BeforeValidator(_quantity),
                      WithJsonSchema({"oneOf": [{"type": "integer", "minimum": 1, "maximum": MAX_QUANTITY},
                                                {"type": "string", "pattern": "^[0-9]+$"}], "examples": [2]})]
 
 
 class ReservationLineRequest(Shape):
-    skuId: Id
+    skuId: ReferenceId
     quantity: Quantity
 
 
 class ReservationRequest(Shape):
-    retailStoreId: Id = Field(description="A released retail store of the eCom store's company.")
+    retailStoreId: ReferenceId = Field(description="A released retail store of the eCom store's company.")
     reservationName: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_LENGTH), BeforeValidator(_name)]
-    customerId: Id | None = None
+    customerId: ReferenceId | None = None
     lineItems: list[ReservationLineRequest] = Field(min_length=1, max_length=MAX_LINES)
 
 

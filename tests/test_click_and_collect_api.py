@@ -256,7 +256,8 @@ def test_an_unknown_customer_is_not_found_and_a_known_one_is_kept(shop: Shop, sc
 def test_every_validation_problem_is_listed_with_its_path(shop: Shop, scene: Scene, document) -> None:
     response = shop.reserve({"reservationName": " ", "customerId": 5, "lineItems": [
         {"skuId": new_id(), "quantity": 0}, {"quantity": "1.5"}, {"skuId": new_id(), "quantity": True},
-        {"skuId": new_id(), "quantity": 10_001}, {"skuId": new_id(), "quantity": 2.5}]}, document)
+        {"skuId": new_id(), "quantity": 10_001}, {"skuId": new_id(), "quantity": 2.5},
+        {"skuId": "bad\u0000id", "quantity": 1}, {"skuId": "", "quantity": 1}]}, document)
     assert response.status_code == 400, response.text
     body = response.json()
     assert body["error"] == "INVALID_REQUEST"
@@ -264,7 +265,8 @@ def test_every_validation_problem_is_listed_with_its_path(shop: Shop, scene: Sce
         ("retailStoreId", "REQUIRED"), ("reservationName", "INVALID_TEXT"), ("customerId", "INVALID_TYPE"),
         ("lineItems[0].quantity", "INVALID_QUANTITY"), ("lineItems[1].skuId", "REQUIRED"),
         ("lineItems[1].quantity", "INVALID_QUANTITY"), ("lineItems[2].quantity", "INVALID_QUANTITY"),
-        ("lineItems[3].quantity", "INVALID_QUANTITY"), ("lineItems[4].quantity", "INVALID_QUANTITY")}
+        ("lineItems[3].quantity", "INVALID_QUANTITY"), ("lineItems[4].quantity", "INVALID_QUANTITY"),
+        ("lineItems[5].skuId", "INVALID_ID"), ("lineItems[6].skuId", "INVALID_ID")}
     empty = shop.reserve({"retailStoreId": new_id(), "reservationName": "x", "lineItems": []}, document)
     assert {(error["path"]) for error in empty.json()["details"]["errors"]} == {"lineItems"}
     not_json = shop.http.post(shop.prefix + "/click_and_collect", content=b"{", headers=shop.headers)
