@@ -222,6 +222,28 @@ def test_a_store_outside_the_network_is_refused(shop: Shop, scene: Scene, engine
     assert all(reserved == "0" for _, reserved in _stock(engine, scene, sku_id).values())
 
 
+def test_another_tenants_store_and_customer_are_unknown_here(shop: Shop, scene: Scene, engine, shared_other_world,
+                                                            cached_token, http) -> None:
+    """The other tenant's store 1001 is in its own network, not in this one; its customers are not ours."""
+    sku_id = scene.sku("CC-TENANT", **{"1001": "5"})
+    with engine.connect() as conn:
+        their_store = conn.scalar(sa.select(retail_stores.c.id).where(
+            retail_stores.c.tenant_id == shared_other_world["id"], retail_stores.c.number == "1001"))
+    body = _body(scene, "1001", (sku_id, 1))
+    body["retailStoreId"] = their_store
+    response = shop.reserve(body)
+    assert (response.status_code, response.json()["error"]) == (400, "RETAIL_STORE_NOT_IN_NETWORK"), response.text
+
+    their_shop = client_of(shared_other_world, "ecom")
+    their_customer = new_id()
+    created = http.put(f"/v1/tenants/{shared_other_world['id']}/ecom_stores/{their_shop['resource']}/customers/"
+                       f"{their_customer}", json={"firstName": "Ola", "lastName": "Nordmann"},
+                       headers=bearer(cached_token(shared_other_world, their_shop)))
+    assert created.status_code == 201, created.text
+    response = shop.reserve(_body(scene, "1001", (sku_id, 1), customerId=their_customer))
+    assert (response.status_code, response.json()["error"]) == (404, "CUSTOMER_NOT_FOUND"), response.text
+    assert _stock(engine, scene, sku_id) == {"1001": ("5", "0")}
+
 def test_a_sku_outside_the_assortment_is_not_found(shop: Shop, scene: Scene, engine, document) -> None:
     sold = scene.sku("CC-SOLD", **{"1001": "5"})
     outside = scene.sku("CC-OUTSIDE", in_assortment=False, **{"1001": "5"})
