@@ -129,3 +129,13 @@ class OtherHttpError(ApiError):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.code = status, code  # type: ignore[misc]
+
+
+class DuplicateOrder(ApiError):
+    """A repeated externalOrderId or externalOrderNumber of the eCom store (SPEC.md rule 9)."""
+
+    status, code = 409, "DUPLICATE_ORDER"
+
+    def __init__(self, existing_order_id: str) -> None:
+        super().__init__("The eCom store already has an order with this externalOrderId or externalOrderNumber.",
+                         {"existingOrderId": existing_order_id})

@@ -96,7 +96,7 @@ def adjust_stock(engine: sa.Engine, tenant_id: str, location_number: str, sku_nu
                 raise StockNotFound("skuNumber", f"No SKU {sku_number} in this tenant.")
             return _adjust(conn, tenant_id, location, sku_id, sku_number, delta, on_hand)
 
-    level = _with_retries(engine, attempt)
+    level = with_write_retries(engine, attempt)
     if level.changed:
         log.info("stock adjusted: tenant %s location %s SKU %s on hand now %s (%s)", tenant_id,
                  location_number, sku_number, decimal(level.on_hand), reason or "no reason given")
@@ -167,7 +167,7 @@ def _is_conflict(error: sa.exc.DBAPIError) -> bool:
     return isinstance(error.orig, (duckdb.TransactionException, psycopg.errors.UniqueViolation))
 
 
-def _with_retries(engine: sa.Engine, attempt: Callable[[], T]) -> T:
+def with_write_retries(engine: sa.Engine, attempt: Callable[[], T]) -> T:
     for number in itertools.count(1):
         try:
             if is_duckdb(engine):
