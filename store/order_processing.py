@@ -71,13 +71,12 @@ def _open(conn: sa.Connection, tenant_id: str, order_id: str) -> bool:
         warehouse_id = next((warehouse for warehouse in warehouse_ids
                              if all(available.get((warehouse, sku), 0) >= qty for sku, qty in wanted.items())),
                             warehouse_ids[0])
-        left = {sku: available.get((warehouse_id, sku), Decimal(0)) for sku in wanted}
+        taken = dict.fromkeys(wanted, Decimal(0))
         for line in lines:  # lines of one SKU share its available stock in line order
-            reserved = min(line.quantity, left[line.sku_id])
-            left[line.sku_id] -= reserved
+            reserved = min(line.quantity, available.get((warehouse_id, line.sku_id), Decimal(0)) - taken[line.sku_id])
+            taken[line.sku_id] += reserved
             conn.execute(order_lines.update().where(order_lines.c.tenant_id == tenant_id,
                                                     order_lines.c.id == line.id).values(reserved_quantity=reserved))
-        taken = {sku: wanted[sku] - left[sku] for sku in wanted}
         for sku_id in sorted(sku for sku, quantity in taken.items() if quantity > 0):
             conn.execute(stock_levels.update().where(
                 stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id == warehouse_id,

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from contracts.amounts import freight_amounts, line_amounts, order_amounts
 from contracts.errors import CustomerNotFound, DuplicateOrder, InvalidRequest, SkuNotFound
 from contracts.orders import CreateOrder, LineItemRequest
+from contracts.rendering import decimal
 from store.catalogue import in_assortment
 from store.engine import is_duckdb
 from store.ids import new_id, utc_now
@@ -124,7 +125,9 @@ def _create(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: Cr
             "net_unit_order_discount_amount": line.netUnitOrderDiscountAmount, "campaign_code": line.campaignCode,
             "campaign_id": pricing.campaign_id, "price_type": pricing.price_type, "gross_amount": amounts.gross,
             "vat_amount": amounts.vat, "reserved_quantity": 0, "delivered_quantity": 0, "returned_quantity": 0})
-    freight = request.freight.model_dump() if request.freight else None
+    # Held as sent, the amount as a canonical decimal string.
+    freight = ({**request.freight.model_dump(), "freightAmount": decimal(request.freight.freightAmount)}
+               if request.freight else None)
     # A company without a freight VAT rate charges freight without VAT.
     shipping = freight_amounts(request.freight.freightAmount if request.freight else None,
                                store.freight_vat_rate or Decimal(0))
@@ -138,7 +141,7 @@ def _create(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: Cr
         delivery_address=_json(request.deliveryAddress.model_dump(exclude_none=True)),
         invoice_address=_json(request.invoiceAddress.model_dump(exclude_none=True)) if request.invoiceAddress
         else None,
-        freight=_json(freight, default=str) if freight is not None else None,
+        freight=_json(freight) if freight is not None else None,
         freight_gross_amount=shipping.gross if freight is not None else None,
         freight_vat_amount=shipping.vat if freight is not None else None,
         gross_amount=total.gross, vat_amount=total.vat, warehouse_id=None, modified_time=order_date))
@@ -148,8 +151,8 @@ def _create(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: Cr
     return held
 
 
-def _json(value: object, default: object = None) -> str:
-    return orjson.dumps(value, default=default).decode()
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
 
 
 def _problem(path: str, code: str, message: str) -> dict[str, str]:

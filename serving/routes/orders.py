@@ -103,10 +103,7 @@ def order_json(held: store.HeldOrder) -> dict[str, Any]:
         "grossAmount": decimal(order.gross_amount), "netAmount": decimal(order.gross_amount - order.vat_amount),
         "vatAmount": decimal(order.vat_amount)}
     if order.freight is not None:
-        freight = orjson.loads(order.freight)
-        amount = freight.get("freightAmount")
-        record["freight"] = {**freight, "freightAmount": decimal(amount) if amount is not None else None,
-                             "grossAmount": decimal(order.freight_gross_amount),
+        record["freight"] = {**orjson.loads(order.freight), "grossAmount": decimal(order.freight_gross_amount),
                              "vatAmount": decimal(order.freight_vat_amount)}
     record.update({name: [] for name in _DOCUMENT_LISTS})  # documents come with picking, shipping, returns
     return record
