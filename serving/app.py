@@ -128,39 +128,31 @@ def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine) -
     ends for the life of the server (its heartbeat in /healthcheck shows whether it is alive).
     """
     pipeline = Pipeline.from_settings(settings, engine)
-    stop, wake = threading.Event(), threading.Event()
-    thread = threading.Thread(target=run_supervised, args=(pipeline, stop, wake, settings.worker_poll_seconds),
-                              name="pipeline-worker", daemon=True)
-
-    @app.before_serving
-    async def start_worker() -> None:
-        thread.start()
-
-    @app.after_serving
-    async def stop_worker() -> None:
-        stop.set()
-        wake.set()
-        # A batch in progress finishes (or rolls back) before the process exits.
-        await asyncio.to_thread(thread.join)
-
-    return wake.set
+    return _attach_thread(app, "pipeline-worker", partial(run_supervised, pipeline),
+                          settings.worker_poll_seconds)
 
 
 def _attach_order_processor(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:
     """Process orders in a thread while the app serves (always: the conditional RECEIVED → OPEN step lets it
     share the work with `pia worker` processes); returns how a new order wakes it."""
+    return _attach_thread(app, "order-processor", partial(run_order_processor, engine), settings.worker_poll_seconds)
+
+
+def _attach_thread(app: Quart, name: str, run: Callable[[threading.Event, threading.Event, float], None],
+                   poll_seconds: float) -> Callable[[], None]:
+    """Run `run(stop, wake, poll_seconds)` in a thread from serving start to serving end; returns how to wake it."""
     stop, wake = threading.Event(), threading.Event()
-    thread = threading.Thread(target=run_order_processor, args=(engine, stop, wake, settings.worker_poll_seconds),
-                              name="order-processor", daemon=True)
+    thread = threading.Thread(target=run, args=(stop, wake, poll_seconds), name=name, daemon=True)
 
     @app.before_serving
-    async def start_processor() -> None:
+    async def start_thread() -> None:
         thread.start()
 
     @app.after_serving
-    async def stop_processor() -> None:
+    async def stop_thread() -> None:
         stop.set()
         wake.set()
+        # Work in progress (a batch, an order) finishes or rolls back before the process exits.
         await asyncio.to_thread(thread.join)
 
     return wake.set

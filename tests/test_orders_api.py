@@ -2,10 +2,15 @@
 amounts, asynchronous acceptance (RECEIVED, then OPEN with stock reserved and events written), duplicates under
 concurrency, reads, the customer's order history, and processing after a restart."""
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -36,6 +41,7 @@ from store.stock import adjust_stock
 from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
 from tests.openapi_check import assert_response_matches
 
+PIA = str(Path(sys.executable).parent / "pia")
 ADDRESS = {"name": "Kari Nordmann", "street": "Bryggen 1", "postCode": "5003", "city": "Bergen",
            "countryIsoCode": "NO", "email": "kari@example.no", "phone": "+4741234567"}
 
@@ -375,21 +381,28 @@ def test_a_customers_history_is_newest_first_and_only_the_calling_stores(shop: S
     assert_response_matches(document, unknown)
 
 
-def test_an_order_left_received_is_processed_once_by_a_fresh_server(own_store) -> None:
-    settings, engine = own_store
-    world = seed_demo_tenant(engine, "restart", is_test=False)
+def _left_received(engine: sa.Engine, name: str, count: int = 1) -> tuple[dict[str, Any], str, sa.Row, list[str]]:
+    """A tenant with `count` orders of 4 units of one SKU stored RECEIVED by the store function with no processor
+    running, as a process killed after answering 202 leaves them; the world, its shop, the SKU, the order ids."""
+    world = seed_demo_tenant(engine, name, is_test=False)
     store_id = client_of(world, "ecom")["resource"]
     with engine.connect() as conn:
         sku = conn.execute(sa.select(skus.c.id, skus.c.number).join(
             assortment_lines, assortment_lines.c.sku_id == skus.c.id).where(skus.c.tenant_id == world["id"],
                                                                    skus.c.product_id.is_not(None))
             .order_by(skus.c.number).limit(1)).one()
-    adjust_stock(engine, world["id"], "9001", sku.number, on_hand=Decimal(50))
-    reserved_before = _stock(engine, world["id"], "9001", sku.id)[1]
-    # Stored by the store function with no processor running, as a process killed after answering 202 leaves it.
-    held = create_order(engine, world["id"], store_id, CreateOrder.model_validate(
-        _order({"skuId": sku.id, "quantity": 4, "netUnitPrice": "100", "vatRate": "25"})))
-    assert held.order.status == "RECEIVED"
+    adjust_stock(engine, world["id"], "9001", sku.number,
+                 on_hand=_stock(engine, world["id"], "9001", sku.id)[1] + 4 * count)
+    held = [create_order(engine, world["id"], store_id, CreateOrder.model_validate(
+        _order({"skuId": sku.id, "quantity": 4, "netUnitPrice": "100", "vatRate": "25"}))) for _ in range(count)]
+    assert {order.order.status for order in held} == {"RECEIVED"}
+    return world, store_id, sku, [order.order.id for order in held]
+
+
+def test_an_order_left_received_is_processed_once_by_a_fresh_server(own_store) -> None:
+    settings, engine = own_store
+    world, store_id, sku, (order_id,) = _left_received(engine, "restart")
+    on_hand, reserved_before = _stock(engine, world["id"], "9001", sku.id)
 
     port = free_port()
     live = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}"), port)
@@ -397,10 +410,36 @@ def test_an_order_left_received_is_processed_once_by_a_fresh_server(own_store) -
     try:
         with httpx.Client(base_url=live.url, timeout=30) as http:
             headers = bearer(get_token(http, world, client_of(world, "ecom")))
-            path = f"/v1/tenants/{world['id']}/ecom_stores/{store_id}/orders/{held.order.id}"
+            path = f"/v1/tenants/{world['id']}/ecom_stores/{store_id}/orders/{order_id}"
             wait_for(lambda: http.get(path, headers=headers).json()["status"] == "OPEN", 10, "processing")
     finally:
         live.stop()
-    assert process_order(engine, world["id"], held.order.id) is False  # a second processor finds it done
-    assert _stock(engine, world["id"], "9001", sku.id) == (Decimal(50), reserved_before + 4)
-    assert _events(engine, world["id"], [held.order.id])[(store_id, "OrderCreated", held.order.id)] == 1
+    assert process_order(engine, world["id"], order_id) is False  # a second processor finds it done
+    assert _stock(engine, world["id"], "9001", sku.id) == (on_hand, reserved_before + 4)
+    assert _events(engine, world["id"], [order_id])[(store_id, "OrderCreated", order_id)] == 1
+
+
+def test_two_pia_workers_share_received_orders_and_reserve_each_once(backend: str, own_store) -> None:
+    if backend != "postgresql":
+        pytest.skip("`pia worker` runs beside the server on PostgreSQL; DuckDB has one owning process")
+    settings, engine = own_store
+    world, store_id, sku, order_ids = _left_received(engine, "workers", count=20)
+    on_hand, reserved_before = _stock(engine, world["id"], "9001", sku.id)
+    env = {**os.environ, "PIA_DATABASE_URL": settings.database_url, "PIA_DATA_DIR": str(settings.data_dir),
+           "PIA_SECRET_KEY": settings.secret_key.get_secret_value(), "PIA_WORKER_POLL_SECONDS": "0.1"}
+    workers = [subprocess.Popen([PIA, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for _ in range(2)]
+    try:
+        def all_open() -> bool:
+            with engine.connect() as conn:
+                return set(conn.scalars(sa.select(orders.c.status).where(orders.c.id.in_(order_ids)))) == {"OPEN"}
+
+        wait_for(all_open, 60, "the workers to open every order")
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            worker.wait(timeout=30)
+    assert _stock(engine, world["id"], "9001", sku.id) == (on_hand, reserved_before + 4 * 20)
+    events = _events(engine, world["id"], order_ids)
+    assert [events[(store_id, "OrderCreated", order_id)] for order_id in order_ids] == [1] * 20

@@ -8,6 +8,7 @@ store/orders.py, the shapes in contracts/orders.py.
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 from quart import Blueprint, Response, request, url_for
 from quart_schema import document_request, document_response
 
@@ -56,8 +57,8 @@ async def _create_order_body() -> CreateOrder:
                           "message": "Give skuId or skuNumber."})
     try:
         body = CreateOrder.model_validate(data)
-    except ValueError as error:
-        found = problems(error) + found  # type: ignore[arg-type]
+    except ValidationError as error:
+        found = problems(error) + found
         body = None
     if found or body is None:
         raise InvalidRequest(found)

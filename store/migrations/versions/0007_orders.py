@@ -53,6 +53,9 @@ def upgrade() -> None:
         sa.UniqueConstraint("tenant_id", "number", name=op.f("uq_orders_tenant_id_number")),
     )
     op.create_index(op.f("ix_orders_tenant_id_customer_id"), "orders", ["tenant_id", "customer_id"])
+    if op.get_bind().dialect.name == "postgresql":
+        op.create_index("ix_orders_received", "orders", ["order_date", "id"],
+                        postgresql_where=sa.text("status = 'RECEIVED'"))
     op.create_table(
         "order_lines",
         _id("id"), _id("tenant_id"), _id("order_id"),
@@ -84,4 +87,6 @@ def downgrade() -> None:
     op.drop_index(op.f("ix_order_lines_tenant_id_order_id"), table_name="order_lines")
     op.drop_table("order_lines")
     op.drop_index(op.f("ix_orders_tenant_id_customer_id"), table_name="orders")
+    if op.get_bind().dialect.name == "postgresql":
+        op.drop_index("ix_orders_received", table_name="orders")
     op.drop_table("orders")
