@@ -115,9 +115,11 @@ def _create(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: Cr
         raise InvalidRequest(problems)
 
     order_id = new_id()
+    amounts_of = [line_amounts(line.quantity, line.netUnitPrice, line.vatRate, line.netUnitOrderDiscountAmount)
+                  for line in request.lineItems]
     line_rows = []
-    for number, (line, sku, pricing) in enumerate(zip(request.lineItems, found, pricings, strict=True), start=1):
-        amounts = line_amounts(line.quantity, line.netUnitPrice, line.vatRate, line.netUnitOrderDiscountAmount)
+    for number, (line, sku, pricing, amounts) in enumerate(zip(request.lineItems, found, pricings, amounts_of,
+                                                               strict=True), start=1):
         line_rows.append({
             "id": new_id(), "tenant_id": tenant_id, "order_id": order_id, "line_number": number, "sku_id": sku.id,
             "sku_number": sku.number, "product_name": sku.product_name, "quantity": line.quantity,
@@ -131,8 +133,7 @@ def _create(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: Cr
     # A company without a freight VAT rate charges freight without VAT.
     shipping = freight_amounts(request.freight.freightAmount if request.freight else None,
                                store.freight_vat_rate or Decimal(0))
-    total = order_amounts([line_amounts(line.quantity, line.netUnitPrice, line.vatRate,
-                                        line.netUnitOrderDiscountAmount) for line in request.lineItems], shipping)
+    total = order_amounts(amounts_of, shipping)
     conn.execute(orders.insert().values(
         id=order_id, tenant_id=tenant_id, ecom_store_id=ecom_store_id, number=_next_number(conn, tenant_id),
         external_order_id=request.externalOrderId, external_order_number=request.externalOrderNumber,
