@@ -3,8 +3,8 @@
 All prices include VAT. A line's gross is its quantity times the unit price less the order discount, rounded
 half-up to 2 places; its VAT is taken out of that gross at the line's rate; net is what remains. An order sums
 its lines, plus freight, whose VAT is at the company's freight VAT rate. A partial document (capture, receipt,
-refund) takes its share pro rata, except the one that takes a line's last unit, which takes the remainder so
-the documents add up exactly to the line.
+refund) takes its share pro rata on the running total, so the one that takes a line's last unit takes the
+remainder and the documents add up exactly to the line.
 """
 
 from collections.abc import Iterable
@@ -66,9 +66,12 @@ def document_share(line: Amounts, line_quantity: Decimal, quantity: Decimal, ear
                    earlier_quantity: Decimal) -> Amounts:
     """What a document taking `quantity` units of a line carries, given what earlier documents of the line took.
 
-    Pro rata, rounded; the document that takes the last unit takes the remainder, so the line's documents add up
-    exactly to it and earlier ones never change.
+    Pro rata on the running total: the line's amount for all units taken so far, rounded, less what the earlier
+    documents took. The first document gets exactly `round(lineAmount × qty / lineQuantity, 2)`; the one taking
+    the last unit gets the remainder, so the documents add up exactly to the line and earlier ones never change.
+    Rounding each document on its own instead could make the remainder negative (ten documents of one unit of
+    a 0.05 line would each round 0.005 up to 0.01).
     """
-    if earlier_quantity + quantity >= line_quantity:
-        return Amounts(line.gross - earlier.gross, line.vat - earlier.vat)
-    return Amounts(money(line.gross * quantity / line_quantity), money(line.vat * quantity / line_quantity))
+    taken = min(earlier_quantity + quantity, line_quantity)
+    return Amounts(money(line.gross * taken / line_quantity) - earlier.gross,
+                   money(line.vat * taken / line_quantity) - earlier.vat)

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from contracts.amounts import (
     NOTHING,
+    ZERO,
     Amounts,
     document_share,
     freight_amounts,
@@ -66,6 +67,13 @@ def test_documents_add_up_exactly_to_the_line(price, quantity, rate, data):
         earlier, taken = earlier + share, taken + part
     assert earlier == line
     assert all(share.gross >= 0 and share.vat >= 0 for share in shares)
+
+
+def test_many_small_documents_never_go_negative():
+    line = line_amounts(D(10), D("0.005"), D(0))  # 0.05 in all: each unit is half a cent
+    shares = [document_share(line, D(10), D(1), Amounts(money(line.gross * n / 10), ZERO), D(n)) for n in range(10)]
+    assert [share.gross for share in shares] == [D("0.01"), D(0)] * 5
+    assert sum(share.gross for share in shares) == line.gross
 
 
 def test_a_partial_document_is_pro_rata_and_the_last_takes_the_remainder():
