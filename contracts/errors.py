@@ -145,3 +145,13 @@ class InsufficientInventory(ApiError):
 class RetailStoreNotInNetwork(ApiError):
     status, code = 400, "RETAIL_STORE_NOT_IN_NETWORK"
     default_message = "The retail store is not a released store of the eCom store's click and collect network."
+
+
+class DuplicateOrder(ApiError):
+    """A repeated externalOrderId or externalOrderNumber of the eCom store (SPEC.md rule 9)."""
+
+    status, code = 409, "DUPLICATE_ORDER"
+
+    def __init__(self, existing_order_id: str) -> None:
+        super().__init__("The eCom store already has an order with this externalOrderId or externalOrderNumber.",
+                         {"existingOrderId": existing_order_id})

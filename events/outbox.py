@@ -94,3 +94,9 @@ def pair_events(conn: sa.Connection, tenant_id: str, subject: str, pairs: Iterab
     """One event per (eCom store id, entity id) pair, for callers that worked out the audience themselves (the
     back-office loader, which compares what each store saw before and after a load)."""
     return _insert(conn, tenant_id, subject, sorted(set(pairs)))
+
+
+def order_event(conn: sa.Connection, tenant_id: str, ecom_store_id: str, subject: str, order_id: str,
+                metadata: Mapping[str, str] | None = None) -> int:
+    """One order event (OrderCreated, OrderFulfilled, ...) to the eCom store that owns the order."""
+    return _insert(conn, tenant_id, subject, [(ecom_store_id, order_id)], metadata)

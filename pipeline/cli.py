@@ -18,6 +18,7 @@ from settings import Settings
 from store.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, outcomes, requeue_failed
 from store.engine import create_engine
 from store.migrate import upgrade
+from store.order_processing import run_order_processor
 
 
 def _pipeline() -> tuple[Settings, sa.Engine, Pipeline]:
@@ -35,8 +36,12 @@ def _progress() -> Progress:
 @click.command()
 def worker() -> None:
     """Process batches until stopped (SIGTERM/SIGINT); run several against PostgreSQL to scale out."""
-    settings, _, pipeline = _pipeline()
+    settings, engine, pipeline = _pipeline()
     stop, wake = threading.Event(), threading.Event()
+    # Orders are processed here too (their RECEIVED → OPEN step is safe to share with the servers).
+    orders = threading.Thread(target=run_order_processor, args=(engine, stop, threading.Event(),
+                                                                settings.worker_poll_seconds), name="order-processor")
+    orders.start()
 
     def request_stop(*_: object) -> None:
         stop.set()
@@ -46,6 +51,7 @@ def worker() -> None:
     signal.signal(signal.SIGINT, request_stop)
     click.echo(f"pipeline worker {pipeline.worker_id} started", err=True)
     run_supervised(pipeline, stop, wake, settings.worker_poll_seconds)
+    orders.join()
 
 
 @click.group()

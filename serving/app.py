@@ -27,7 +27,17 @@ from serving.jsonio import json_response
 from serving.openapi import attach_openapi
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
-from serving.routes import admin_api, click_and_collect, customers, demand_planning, ecom, loyalty_programs, meta, oauth
+from serving.routes import (
+    admin_api,
+    click_and_collect,
+    customers,
+    demand_planning,
+    ecom,
+    loyalty_programs,
+    meta,
+    oauth,
+    orders,
+)
 from serving.secret_verifier import SecretVerifier
 from serving.services import Services
 from serving.token_attempts import TokenAttemptLimits
@@ -36,6 +46,7 @@ from serving.uploads import UploadWork
 from settings import Settings
 from store.audit import AuditWriter
 from store.ids import new_id
+from store.order_processing import run_order_processor
 from store.secrets import secret_box
 
 log = logging.getLogger("pia.request")
@@ -62,7 +73,8 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         token_attempts=TokenAttemptLimits(limiter, settings.token_attempts_per_minute_per_address,
                                           settings.token_attempts_per_minute_per_client),
         uploads=_attach_upload_work(app, settings),
-        wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None)
+        wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None,
+        wake_orders=_attach_order_processor(app, settings, engine))
 
     @app.before_serving
     async def start_audit_writer() -> None:
@@ -106,7 +118,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
 
     for blueprint in (meta.blueprint, oauth.blueprint, ecom.blueprint, customers.blueprint,
                       click_and_collect.blueprint, loyalty_programs.blueprint, demand_planning.blueprint,
-                      admin_api.blueprint):
+                      admin_api.blueprint, orders.blueprint):
         app.register_blueprint(blueprint)
     attach_openapi(app, issuer)
     return app
@@ -127,19 +139,31 @@ def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine) -
     ends for the life of the server (its heartbeat in /healthcheck shows whether it is alive).
     """
     pipeline = Pipeline.from_settings(settings, engine)
+    return _attach_thread(app, "pipeline-worker", partial(run_supervised, pipeline),
+                          settings.worker_poll_seconds)
+
+
+def _attach_order_processor(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:
+    """Process orders in a thread while the app serves (always: the conditional RECEIVED → OPEN step lets it
+    share the work with `pia worker` processes); returns how a new order wakes it."""
+    return _attach_thread(app, "order-processor", partial(run_order_processor, engine), settings.worker_poll_seconds)
+
+
+def _attach_thread(app: Quart, name: str, run: Callable[[threading.Event, threading.Event, float], None],
+                   poll_seconds: float) -> Callable[[], None]:
+    """Run `run(stop, wake, poll_seconds)` in a thread from serving start to serving end; returns how to wake it."""
     stop, wake = threading.Event(), threading.Event()
-    thread = threading.Thread(target=run_supervised, args=(pipeline, stop, wake, settings.worker_poll_seconds),
-                              name="pipeline-worker", daemon=True)
+    thread = threading.Thread(target=run, args=(stop, wake, poll_seconds), name=name, daemon=True)
 
     @app.before_serving
-    async def start_worker() -> None:
+    async def start_thread() -> None:
         thread.start()
 
     @app.after_serving
-    async def stop_worker() -> None:
+    async def stop_thread() -> None:
         stop.set()
         wake.set()
-        # A batch in progress finishes (or rolls back) before the process exits.
+        # Work in progress (a batch, an order) finishes or rolls back before the process exits.
         await asyncio.to_thread(thread.join)
 
     return wake.set

@@ -30,6 +30,8 @@ class Services:
     uploads: UploadWork
     # Tells the in-process pipeline worker a batch is waiting; a no-op when separate workers poll.
     wake_pipeline: Callable[[], None]
+    # Tells the order processor of this process a new order is waiting.
+    wake_orders: Callable[[], None] = lambda: None
 
 
 def services() -> Services:

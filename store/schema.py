@@ -521,6 +521,78 @@ sales_forecasts = sa.Table(
 sa.Index("ix_sales_forecasts_tenant_id_horizon_end_date", sales_forecasts.c.tenant_id,
          sales_forecasts.c.horizon_end_date).ddl_if(dialect="postgresql")
 
+# Sales orders of an eCom store. External ids are the web shop's, unique per eCom store (a retried creation
+# meets them); `number` is the service's, unique per tenant. Amounts are the order's totals (ECOMMERCE.md
+# "Amounts"); addresses are JSON text in the wire's camelCase shape. Not indexed on status: DuckDB rewrites
+# indexed columns on update, and processing updates it.
+orders = sa.Table(
+    "orders",
+    metadata,
+    _id(),
+    _tenant(),
+    _ref("ecom_store_id"),
+    sa.Column("number", sa.String(20), nullable=False),
+    sa.Column("external_order_id", sa.String(100), nullable=False),
+    sa.Column("external_order_number", sa.String(100), nullable=False),
+    _ref("customer_id"),
+    sa.Column("status", sa.String(24), nullable=False),  # RECEIVED, OPEN, PARTIALLY_DELIVERED, DELIVERED, CANCELLED
+    _instant("order_date"),
+    sa.Column("delivery_date", sa.Date, nullable=False),
+    sa.Column("currency_iso_code", sa.String(3), nullable=False),
+    sa.Column("delivery_address", sa.Text, nullable=False),
+    sa.Column("invoice_address", sa.Text),
+    sa.Column("freight", sa.Text),  # JSON object as sent, or null
+    _decimal("freight_gross_amount"),
+    _decimal("freight_vat_amount"),
+    _decimal("gross_amount", nullable=False),
+    _decimal("vat_amount", nullable=False),
+    # Set when processing reserves the stock (null: RECEIVED, or the store has no serving warehouse).
+    _ref("warehouse_id", nullable=True),
+    _instant("modified_time"),
+    sa.UniqueConstraint("tenant_id", "ecom_store_id", "external_order_id"),
+    sa.UniqueConstraint("tenant_id", "ecom_store_id", "external_order_number"),
+    sa.UniqueConstraint("tenant_id", "number"),
+    sa.Index(None, "tenant_id", "customer_id"),
+)
+# The order processors' poll reads only RECEIVED orders: on PostgreSQL a partial index holds just those (see
+# ix_batches_unfinished for why DuckDB goes without).
+sa.Index("ix_orders_received", orders.c.order_date, orders.c.id,
+         postgresql_where=orders.c.status == "RECEIVED").ddl_if(dialect="postgresql")
+
+order_lines = sa.Table(
+    "order_lines",
+    metadata,
+    _id(),
+    _tenant(),
+    _ref("order_id"),
+    sa.Column("line_number", sa.Integer, nullable=False),
+    _ref("sku_id"),
+    sa.Column("sku_number", sa.String(64), nullable=False),
+    sa.Column("product_name", sa.String(200), nullable=False),
+    _decimal("quantity", nullable=False),
+    _decimal("net_unit_price", nullable=False),
+    _decimal("vat_rate", nullable=False),
+    _decimal("net_unit_order_discount_amount"),
+    sa.Column("campaign_code", sa.String(64)),
+    _ref("campaign_id", nullable=True),
+    sa.Column("price_type", sa.String(16), nullable=False),  # CAMPAIGN, REGULAR, LEGACY_DISCOUNT
+    _decimal("gross_amount", nullable=False),
+    _decimal("vat_amount", nullable=False),
+    # What processing could reserve at the order's warehouse; the rest waits for stock (a backorder).
+    _decimal("reserved_quantity", nullable=False),
+    _decimal("delivered_quantity", nullable=False),
+    _decimal("returned_quantity", nullable=False),
+    sa.Index(None, "tenant_id", "order_id"),
+)
+
+# The last order number given out per tenant: the row lock (PostgreSQL) makes numbers unique and gapless.
+order_numbers = sa.Table(
+    "order_numbers",
+    metadata,
+    sa.Column("tenant_id", sa.String(36), primary_key=True),
+    sa.Column("last_number", sa.BigInteger, nullable=False),
+)
+
 # Click and collect reservations (ECOMMERCE.md): the header is the parked cart, each line one SKU reserved at one
 # location (the retail store itself, or a serving warehouse when the store lacked it).
 click_and_collect_reservations = sa.Table(

@@ -1,7 +1,7 @@
 """Click and collect reservations and their lines
 
 Revision ID: 0008
-Revises: 0006 (on the clickcollect branch; 0007 once merged after the orders migration)
+Revises: 0007
 Create Date: 2026-11-23 23:00:00
 """
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,124 @@
+"""Orders, from the e-commerce scope: /v1/tenants/{tenantId}/ecom_stores/{eComStoreId}/orders…
+
+POST /orders checks the body (every problem with its path, in one 400), stores the order RECEIVED and answers 202
+with the record; the order processor (store/order_processing.py, woken here) then opens it. The rules are in
+store/orders.py, the shapes in contracts/orders.py.
+"""
+
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from quart import Blueprint, Response, request, url_for
+from quart_schema import document_request, document_response
+
+from contracts.errors import BadRequest, CustomerNotFound, InvalidRequest, NotFound
+from contracts.models import CustomerNotFoundError, InvalidRequestError, NotFoundError
+from contracts.orders import CreateOrder, DuplicateOrderError, Order, OrderHistory, OrderSkuOrCustomerNotFoundError
+from contracts.rendering import decimal, instant
+from serving.jsonio import blocking, json_response
+from serving.protection import protect
+from serving.services import services
+from serving.validation import problems
+from store import orders as store
+
+blueprint = Blueprint("orders", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")
+protect(blueprint, "ecom", resource_arg="eComStoreId")
+
+_DOCUMENT_LISTS = ("captures", "receipts", "shipments", "invoices", "returnInvoices", "refunds", "vouchers")
+
+
+@blueprint.post("/orders")
+@document_request(CreateOrder)
+@document_response(Order, 202)
+@document_response(InvalidRequestError, 400)
+@document_response(OrderSkuOrCustomerNotFoundError, 404)
+@document_response(DuplicateOrderError, 409)
+async def create_order(tenantId: str, eComStoreId: str) -> Response:
+    """Accept an order: 202 with the RECEIVED record and its Location; 400, 404, 409 DUPLICATE_ORDER."""
+    body = await _create_order_body()
+    held = await blocking(store.create_order, services().engine, tenantId, eComStoreId, body)
+    services().wake_orders()
+    location = url_for("orders.get_order", tenantId=tenantId, eComStoreId=eComStoreId, orderIdOrNumber=held.order.id)
+    return json_response(order_json(held), 202, {"Location": location})
+
+
+async def _create_order_body() -> CreateOrder:
+    """The validated body; every structural problem at once, including lines naming no SKU."""
+    try:
+        data = orjson.loads(await request.get_data())
+    except orjson.JSONDecodeError as error:
+        raise BadRequest(f"The body is not valid JSON: {error}.") from None
+    found = []
+    lines = data.get("lineItems") if isinstance(data, dict) else None
+    for index, line in enumerate(lines if isinstance(lines, list) else []):
+        if isinstance(line, dict) and line.get("skuId") is None and line.get("skuNumber") is None:
+            found.append({"path": f"lineItems[{index}].skuId", "code": "REQUIRED",
+                          "message": "Give skuId or skuNumber."})
+    try:
+        body = CreateOrder.model_validate(data)
+    except ValidationError as error:
+        found = problems(error) + found
+        body = None
+    if found or body is None:
+        raise InvalidRequest(found)
+    return body
+
+
+@blueprint.get("/orders/<orderIdOrNumber>")
+@document_response(Order, 200)
+@document_response(NotFoundError, 404)
+async def get_order(tenantId: str, eComStoreId: str, orderIdOrNumber: str) -> Response:
+    """The order by id or service order number; 404 NOT_FOUND, also for another eCom store's order."""
+    held = await blocking(store.read_order, services().engine, tenantId, eComStoreId, orderIdOrNumber)
+    if held is None:
+        raise NotFound(f"No order {orderIdOrNumber}.")
+    return json_response(order_json(held))
+
+
+@blueprint.get("/customers/<customerId>/orders")
+@document_response(OrderHistory, 200)
+@document_response(CustomerNotFoundError, 404)
+async def customer_orders(tenantId: str, eComStoreId: str, customerId: str) -> Response:
+    """The customer's orders at this eCom store, newest first; 404 CUSTOMER_NOT_FOUND."""
+    rows = await blocking(store.customer_orders, services().engine, tenantId, eComStoreId, customerId)
+    if rows is None:
+        raise CustomerNotFound(f"No customer {customerId}.")
+    return json_response({"items": [
+        {"id": row.id, "number": row.number, "externalOrderId": row.external_order_id,
+         "externalOrderNumber": row.external_order_number, "orderDate": instant(row.order_date),
+         "status": row.status, "grossAmount": decimal(row.gross_amount), "currencyIsoCode": row.currency_iso_code}
+        for row in rows]})
+
+
+def order_json(held: store.HeldOrder) -> dict[str, Any]:
+    order = held.order
+    record: dict[str, Any] = {
+        "id": order.id, "number": order.number, "externalOrderId": order.external_order_id,
+        "externalOrderNumber": order.external_order_number, "ecomStoreId": order.ecom_store_id,
+        "customerId": order.customer_id, "status": order.status, "orderDate": instant(order.order_date),
+        "deliveryDate": order.delivery_date.isoformat(), "currencyIsoCode": order.currency_iso_code,
+        "deliveryAddress": orjson.loads(order.delivery_address),
+        "invoiceAddress": orjson.loads(order.invoice_address) if order.invoice_address else None,
+        "lineItems": [_line_json(line) for line in held.lines],
+        "grossAmount": decimal(order.gross_amount), "netAmount": decimal(order.gross_amount - order.vat_amount),
+        "vatAmount": decimal(order.vat_amount)}
+    if order.freight is not None:
+        record["freight"] = {**orjson.loads(order.freight), "grossAmount": decimal(order.freight_gross_amount),
+                             "vatAmount": decimal(order.freight_vat_amount)}
+    record.update({name: [] for name in _DOCUMENT_LISTS})  # documents come with picking, shipping, returns
+    return record
+
+
+def _line_json(line: Any) -> dict[str, Any]:
+    discount = line.net_unit_order_discount_amount
+    return {
+        "id": line.id, "lineNumber": line.line_number, "skuId": line.sku_id, "skuNumber": line.sku_number,
+        "productName": line.product_name, "quantity": decimal(line.quantity),
+        "netUnitPrice": decimal(line.net_unit_price), "vatRate": decimal(line.vat_rate),
+        "netUnitOrderDiscountAmount": decimal(discount) if discount is not None else None,
+        "campaignCode": line.campaign_code, "campaignId": line.campaign_id, "priceType": line.price_type,
+        "grossAmount": decimal(line.gross_amount), "vatAmount": decimal(line.vat_amount),
+        "netAmount": decimal(line.gross_amount - line.vat_amount),
+        "reservedQuantity": decimal(line.reserved_quantity), "deliveredQuantity": decimal(line.delivered_quantity),
+        "returnedQuantity": decimal(line.returned_quantity)}

@@ -1,0 +1,302 @@
+"""Sales orders of an eCom store: creation (SPEC.md's order creation rules) and reads.
+
+Creation runs in one transaction: it checks the duplicate keys, customer, SKUs and campaign prices, gives the
+order the tenant's next number and stores it RECEIVED with its lines; processing (store/order_processing.py)
+reserves the stock afterwards. Concurrent creations of one order meet in the unique keys (externalOrderId and
+externalOrderNumber per eCom store): the loser's transaction fails and is run again by `write_with_retries`,
+and the second run finds the winner's order and answers 409 DUPLICATE_ORDER.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from decimal import Decimal
+
+import orjson
+import sqlalchemy as sa
+
+from contracts.amounts import freight_amounts, line_amounts, order_amounts
+from contracts.errors import CustomerNotFound, DuplicateOrder, InvalidRequest, SkuNotFound
+from contracts.orders import CreateOrder, LineItemRequest
+from contracts.rendering import decimal
+from store.catalogue import in_assortment
+from store.engine import is_duckdb
+from store.ids import new_id, utc_now
+from store.schema import (
+    campaign_skus,
+    campaigns,
+    companies,
+    customers,
+    ecom_stores,
+    order_lines,
+    order_numbers,
+    orders,
+    prices,
+    products,
+    skus,
+)
+from store.stock import write_with_retries
+
+RECEIVED, OPEN = "RECEIVED", "OPEN"
+FIRST_ORDER_NUMBER = 100001
+
+
+@dataclass(frozen=True)
+class HeldOrder:
+    order: sa.Row
+    lines: list[sa.Row]  # by line number
+
+
+@dataclass(frozen=True)
+class _Sku:
+    id: str
+    number: str
+    product_name: str
+    normal_price: Decimal | None  # from the store's price list, else the company's base price
+
+
+@dataclass(frozen=True)
+class _Campaign:
+    id: str
+    code: str
+    type: str  # NORMAL or THREE_FOR_TWO
+    price: Decimal
+
+
+@dataclass(frozen=True)
+class _Pricing:
+    price_type: str
+    campaign_id: str | None = None
+    problem: dict[str, str] | None = None
+
+
+def create_order(engine: sa.Engine, tenant_id: str, ecom_store_id: str, request: CreateOrder) -> HeldOrder:
+    """Store the order RECEIVED; raises DuplicateOrder, CustomerNotFound, SkuNotFound or InvalidRequest."""
+
+    def attempt() -> HeldOrder:
+        with engine.begin() as conn:
+            return _create(conn, tenant_id, ecom_store_id, request)
+
+    return write_with_retries(engine, attempt)
+
+
+def _create(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: CreateOrder) -> HeldOrder:
+    store = conn.execute(
+        sa.select(ecom_stores, companies.c.currency_iso_code, companies.c.base_price_list_id,
+                  companies.c.freight_vat_rate)
+        .join(companies, sa.and_(companies.c.tenant_id == tenant_id, companies.c.id == ecom_stores.c.company_id))
+        .where(ecom_stores.c.tenant_id == tenant_id, ecom_stores.c.id == ecom_store_id)).one()
+    existing = conn.scalar(sa.select(orders.c.id).where(
+        orders.c.tenant_id == tenant_id, orders.c.ecom_store_id == ecom_store_id,
+        sa.or_(orders.c.external_order_id == request.externalOrderId,
+               orders.c.external_order_number == request.externalOrderNumber)).limit(1))
+    if existing:
+        raise DuplicateOrder(existing)
+    customer_id = _customer(conn, tenant_id, request.customerId, store.default_customer_id)
+    found = _skus(conn, tenant_id, store, request.lineItems)
+    order_date = utc_now()
+    day = order_date.date()
+    offers = _campaigns(conn, tenant_id, store.company_id, [sku.id for sku in found], day)
+    problems: list[dict[str, str]] = []
+    pricings = []
+    for index, (line, sku) in enumerate(zip(request.lineItems, found, strict=True)):
+        path = f"lineItems[{index}]"
+        if line.skuId and line.skuNumber and line.skuNumber != sku.number:
+            problems.append(_problem(f"{path}.skuNumber", "SKU_MISMATCH",
+                                     f"SKU {line.skuId} has number {sku.number}, not {line.skuNumber}."))
+        if line.netUnitOrderDiscountAmount and line.netUnitOrderDiscountAmount > line.netUnitPrice:
+            problems.append(_problem(f"{path}.netUnitOrderDiscountAmount", "DISCOUNT_ABOVE_PRICE",
+                                     "The order discount cannot exceed netUnitPrice."))
+        pricing = _pricing(line, sku, offers.get(sku.id, []), path, day)
+        if pricing.problem:
+            problems.append(pricing.problem)
+        pricings.append(pricing)
+    if problems:
+        raise InvalidRequest(problems)
+
+    order_id = new_id()
+    amounts_of = [line_amounts(line.quantity, line.netUnitPrice, line.vatRate, line.netUnitOrderDiscountAmount)
+                  for line in request.lineItems]
+    line_rows = []
+    for number, (line, sku, pricing, amounts) in enumerate(zip(request.lineItems, found, pricings, amounts_of,
+                                                               strict=True), start=1):
+        line_rows.append({
+            "id": new_id(), "tenant_id": tenant_id, "order_id": order_id, "line_number": number, "sku_id": sku.id,
+            "sku_number": sku.number, "product_name": sku.product_name, "quantity": line.quantity,
+            "net_unit_price": line.netUnitPrice, "vat_rate": line.vatRate,
+            "net_unit_order_discount_amount": line.netUnitOrderDiscountAmount, "campaign_code": line.campaignCode,
+            "campaign_id": pricing.campaign_id, "price_type": pricing.price_type, "gross_amount": amounts.gross,
+            "vat_amount": amounts.vat, "reserved_quantity": 0, "delivered_quantity": 0, "returned_quantity": 0})
+    # Held as sent, the amount as a canonical decimal string.
+    freight = ({**request.freight.model_dump(), "freightAmount": decimal(request.freight.freightAmount)}
+               if request.freight else None)
+    # A company without a freight VAT rate charges freight without VAT.
+    shipping = freight_amounts(request.freight.freightAmount if request.freight else None,
+                               store.freight_vat_rate or Decimal(0))
+    total = order_amounts(amounts_of, shipping)
+    conn.execute(orders.insert().values(
+        id=order_id, tenant_id=tenant_id, ecom_store_id=ecom_store_id, number=_next_number(conn, tenant_id),
+        external_order_id=request.externalOrderId, external_order_number=request.externalOrderNumber,
+        customer_id=customer_id, status=RECEIVED, order_date=order_date,
+        delivery_date=day + timedelta(days=store.lead_time_days), currency_iso_code=store.currency_iso_code,
+        delivery_address=_json(request.deliveryAddress.model_dump(exclude_none=True)),
+        invoice_address=_json(request.invoiceAddress.model_dump(exclude_none=True)) if request.invoiceAddress
+        else None,
+        freight=_json(freight) if freight is not None else None,
+        freight_gross_amount=shipping.gross if freight is not None else None,
+        freight_vat_amount=shipping.vat if freight is not None else None,
+        gross_amount=total.gross, vat_amount=total.vat, warehouse_id=None, modified_time=order_date))
+    conn.execute(order_lines.insert(), line_rows)
+    held = _read(conn, tenant_id, ecom_store_id, order_id)
+    assert held is not None
+    return held
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _problem(path: str, code: str, message: str) -> dict[str, str]:
+    return {"path": path, "code": code, "message": message}
+
+
+def _customer(conn: sa.Connection, tenant_id: str, customer_id: str | None, default_id: str | None) -> str:
+    if customer_id is None:
+        if default_id is None:
+            raise InvalidRequest([_problem("customerId", "REQUIRED", "This eCom store has no default customer; "
+                                           "give customerId.")])
+        return default_id
+    known = conn.scalar(sa.select(customers.c.id).where(customers.c.tenant_id == tenant_id,
+                                                        customers.c.id == customer_id))
+    if known is None:
+        raise CustomerNotFound(f"No customer {customer_id}.")
+    return customer_id
+
+
+def _skus(conn: sa.Connection, tenant_id: str, store: sa.Row, lines: Sequence[LineItemRequest]) -> list[_Sku]:
+    """Each line's SKU, as the eCom store sees it; SkuNotFound naming every one outside the assortment."""
+    ids = {line.skuId for line in lines if line.skuId}
+    numbers = {line.skuNumber for line in lines if line.skuNumber and not line.skuId}
+    own, base = prices.alias("own"), prices.alias("base")
+
+    def price_in(price: sa.FromClause, price_list: str | None) -> sa.ColumnElement[bool]:
+        return sa.and_(price.c.tenant_id == tenant_id, price.c.price_list_id == price_list,
+                       price.c.sku_id == skus.c.id)
+
+    rows = conn.execute(
+        sa.select(skus.c.id, skus.c.number, products.c.name,
+                  sa.func.coalesce(own.c.price, base.c.price).label("price"))
+        .join(products, sa.and_(products.c.tenant_id == tenant_id, products.c.id == skus.c.product_id))
+        .outerjoin(own, price_in(own, store.price_list_id))
+        .outerjoin(base, price_in(base, store.base_price_list_id))
+        .where(skus.c.tenant_id == tenant_id, sa.or_(skus.c.id.in_(sorted(ids)), skus.c.number.in_(sorted(numbers))),
+               in_assortment(tenant_id, [store.base_assortment_id, store.local_assortment_id], skus.c.id)))
+    by_id, by_number = {}, {}
+    for row in rows:
+        sku = _Sku(row.id, row.number, row.name, row.price)
+        by_id[sku.id], by_number[sku.number] = sku, sku
+    found, missing = [], []
+    for line in lines:
+        sku = by_id.get(line.skuId) if line.skuId else by_number.get(line.skuNumber or "")
+        if sku is None:
+            missing.append(line.skuId or line.skuNumber or "")
+        found.append(sku)
+    if missing:
+        raise SkuNotFound(f"Not in the eCom store's assortment: SKU {', '.join(dict.fromkeys(missing))}.")
+    return found
+
+
+def _campaigns(conn: sa.Connection, tenant_id: str, company_id: str, sku_ids: list[str],
+               day: date) -> dict[str, list[_Campaign]]:
+    """The released campaigns of the company covering each SKU on `day`."""
+    rows = conn.execute(
+        sa.select(campaign_skus.c.sku_id, campaigns.c.id, campaigns.c.code, campaigns.c.campaign_type,
+                  campaign_skus.c.campaign_price)
+        .join(campaign_skus, sa.and_(campaign_skus.c.tenant_id == tenant_id,
+                                     campaign_skus.c.campaign_id == campaigns.c.id))
+        .where(campaigns.c.tenant_id == tenant_id, campaigns.c.company_id == company_id, campaigns.c.released,
+               campaigns.c.valid_from <= day, campaigns.c.valid_to >= day,
+               campaign_skus.c.sku_id.in_(sorted(set(sku_ids)))))
+    offers: dict[str, list[_Campaign]] = {}
+    for row in rows:
+        offers.setdefault(row.sku_id, []).append(_Campaign(row.id, row.code, row.campaign_type, row.campaign_price))
+    return offers
+
+
+def _pricing(line: LineItemRequest, sku: _Sku, offers: list[_Campaign], path: str, day: date) -> _Pricing:
+    """SPEC.md rules 4–8 for one line."""
+    if line.campaignCode is not None:
+        campaign = next((offer for offer in offers if offer.code == line.campaignCode), None)
+        if campaign is None:
+            return _Pricing("CAMPAIGN", problem=_problem(
+                f"{path}.campaignCode", "CAMPAIGN_NOT_APPLICABLE",
+                f"No released campaign {line.campaignCode} covers SKU {sku.number} on {day.isoformat()}."))
+        if campaign.type == "NORMAL" and line.netUnitPrice != campaign.price:
+            return _Pricing("CAMPAIGN", problem=_problem(
+                f"{path}.netUnitPrice", "CAMPAIGN_PRICE_MISMATCH",
+                f"netUnitPrice must be the campaign price {campaign.price.normalize():f}; put further "
+                "reductions in netUnitOrderDiscountAmount."))
+        if campaign.type == "THREE_FOR_TWO" and sku.normal_price is not None and line.netUnitPrice > sku.normal_price:
+            return _Pricing("CAMPAIGN", problem=_problem(
+                f"{path}.netUnitPrice", "ABOVE_NORMAL_PRICE",
+                f"netUnitPrice exceeds the SKU's normal price {sku.normal_price.normalize():f}."))
+        return _Pricing("CAMPAIGN", campaign.id)
+    # Only NORMAL campaigns can be recognised by price: a THREE_FOR_TWO campaign's price is the normal price.
+    normal = [offer for offer in offers if offer.type == "NORMAL"]
+    matches = [offer for offer in normal if offer.price == line.netUnitPrice]
+    if len(matches) == 1:
+        return _Pricing("CAMPAIGN", matches[0].id)
+    discount = line.netUnitOrderDiscountAmount
+    if (discount and not matches and sku.normal_price is not None and line.netUnitPrice == sku.normal_price
+            and sum(offer.price == line.netUnitPrice - discount for offer in normal) == 1):
+        return _Pricing("LEGACY_DISCOUNT")
+    return _Pricing("REGULAR")
+
+
+def _next_number(conn: sa.Connection, tenant_id: str) -> str:
+    """The tenant's next order number. The counter row is locked until commit (PostgreSQL), so concurrent
+    creations take numbers in turn; two creating the first row collide and the loser runs again."""
+    counter = sa.select(order_numbers.c.last_number).where(order_numbers.c.tenant_id == tenant_id)
+    if not is_duckdb(conn.engine):
+        counter = counter.with_for_update()
+    last = conn.scalar(counter)
+    if last is None:
+        number = FIRST_ORDER_NUMBER
+        conn.execute(order_numbers.insert().values(tenant_id=tenant_id, last_number=number))
+    else:
+        number = last + 1
+        conn.execute(order_numbers.update().where(order_numbers.c.tenant_id == tenant_id)
+                     .values(last_number=number))
+    return str(number)
+
+
+def read_order(engine: sa.Engine, tenant_id: str, ecom_store_id: str, id_or_number: str) -> HeldOrder | None:
+    """The eCom store's order by id or by number; None for an unknown one or another store's."""
+    with engine.connect() as conn:
+        return _read(conn, tenant_id, ecom_store_id, id_or_number)
+
+
+def _read(conn: sa.Connection, tenant_id: str, ecom_store_id: str, id_or_number: str) -> HeldOrder | None:
+    key = orders.c.number == id_or_number if id_or_number.isdigit() else orders.c.id == id_or_number
+    order = conn.execute(sa.select(orders).where(orders.c.tenant_id == tenant_id,
+                                                 orders.c.ecom_store_id == ecom_store_id, key)).first()
+    if order is None:
+        return None
+    lines = list(conn.execute(sa.select(order_lines).where(order_lines.c.tenant_id == tenant_id,
+                                                           order_lines.c.order_id == order.id)
+                              .order_by(order_lines.c.line_number)))
+    return HeldOrder(order, lines)
+
+
+def customer_orders(engine: sa.Engine, tenant_id: str, ecom_store_id: str, customer_id: str) -> list[sa.Row] | None:
+    """The customer's orders at this eCom store, newest first; None for an unknown customer."""
+    with engine.connect() as conn:
+        if conn.scalar(sa.select(customers.c.id).where(customers.c.tenant_id == tenant_id,
+                                                       customers.c.id == customer_id)) is None:
+            return None
+        return list(conn.execute(
+            sa.select(orders.c.id, orders.c.number, orders.c.external_order_id, orders.c.external_order_number,
+                      orders.c.order_date, orders.c.status, orders.c.gross_amount, orders.c.currency_iso_code)
+            .where(orders.c.tenant_id == tenant_id, orders.c.ecom_store_id == ecom_store_id,
+                   orders.c.customer_id == customer_id)
+            .order_by(orders.c.order_date.desc(), orders.c.id.desc())))
