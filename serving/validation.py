@@ -27,11 +27,18 @@ def json_path(location: Sequence[str | int]) -> str:
     return text or "$"
 
 
+def _is_type_error(kind: str) -> bool:
+    """pydantic's "wrong kind of value" errors (`int_parsing`, `string_type`, `model_type`, ...); the others say the
+    value has the right type but breaks a constraint (`greater_than`, `too_long`, `string_pattern_mismatch`, ...)."""
+    return kind.endswith(("_type", "_parsing")) or kind in ("is_instance_of", "json_invalid")
+
+
 def problems(error: ValidationError) -> list[dict[str, str]]:
     found = []
     for item in error.errors(include_url=False, include_context=False, include_input=False):
         kind = item["type"]
-        code = _CODES.get(kind) or (kind if kind.isupper() else "INVALID_VALUE" if "value" in kind else "INVALID_TYPE")
+        code = _CODES.get(kind) or (kind if kind.isupper() else "INVALID_TYPE" if _is_type_error(kind)
+                                    else "INVALID_VALUE")
         found.append({"path": json_path(item["loc"]), "code": code, "message": item["msg"]})
     return found
 
