@@ -4,7 +4,7 @@ assortment, read over HTTP at concurrency 8, beside `GET /healthcheck` measured 
     uv run python -m benchmarks.catalogue_read --backend duckdb
     uv run python -m benchmarks.catalogue_read --backend postgresql   # the server of PIA_TEST_POSTGRES_URL
 
-The catalogue is written in bulk (Arrow → DuckDB, COPY → PostgreSQL, through pipeline/bulk.py). The server is
+The catalogue is written in bulk (Arrow → DuckDB, COPY → PostgreSQL, through store/bulk.py). The server is
 `pia` in a process of its own (as benchmarks/request_overhead.py starts it); the client is one process of asyncio
 h11 connections, each sending its next request when the last answer is complete. Product and inventory reads
 pick a random product or SKU per request. Targets: a product read costs at most 3× a healthcheck (by
@@ -13,24 +13,20 @@ Also measured: `POST /inventory/trigger_events` (100,000 outbox rows in one tran
 """
 
 import argparse
-import asyncio
 import os
-import random
 import signal
-import statistics
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import h11
 import httpx
 import pyarrow as pa
 import sqlalchemy as sa
 
 from benchmarks.databases import scratch_postgres_url
+from benchmarks.http_load import gets, measure
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
 from serving.admin import issue_client
 from settings import Settings
@@ -163,56 +159,6 @@ def seed(settings: Settings) -> Seeded:
     return Seeded(tenant_id, ids["store"], client_id, secret, product_ids, sku_ids)
 
 
-async def _connection(port: int, paths: list[str], token: str, stop_at: float, latencies: list[float],
-                      statuses: Counter, rng: random.Random) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    http = h11.Connection(h11.CLIENT)
-    headers = [("Host", f"127.0.0.1:{port}"), ("Authorization", f"Bearer {token}")]
-    try:
-        while time.perf_counter() < stop_at:
-            started = time.perf_counter()
-            writer.write(http.send(h11.Request(method="GET", target=rng.choice(paths), headers=headers))
-                         + http.send(h11.EndOfMessage()))
-            status = 0
-            while True:
-                event = http.next_event()
-                if event is h11.NEED_DATA:
-                    http.receive_data(await reader.read(1 << 20))
-                elif isinstance(event, h11.Response):
-                    status = event.status_code
-                elif isinstance(event, h11.EndOfMessage):
-                    break
-            latencies.append(time.perf_counter() - started)
-            statuses[status] += 1
-            http.start_next_cycle()
-    finally:
-        writer.close()
-
-
-@dataclass(frozen=True)
-class Figures:
-    rate: float
-    p50_ms: float
-    p99_ms: float
-
-
-def measure(port: int, paths: list[str], token: str, seconds: float, connections: int) -> Figures:
-    latencies: list[float] = []
-    statuses: Counter = Counter()
-
-    async def run() -> None:
-        stop_at = time.perf_counter() + seconds
-        await asyncio.gather(*(_connection(port, paths, token, stop_at, latencies, statuses, random.Random(n))
-                               for n in range(connections)))
-
-    started = time.perf_counter()
-    asyncio.run(run())
-    elapsed = time.perf_counter() - started
-    assert set(statuses) == {200}, dict(statuses)
-    cuts = statistics.quantiles(latencies, n=100)
-    return Figures(len(latencies) / elapsed, cuts[49] * 1000, cuts[98] * 1000)
-
-
 def run(backend: str, database_url: str, data_dir: Path, seconds: float) -> None:
     secret_key = os.environ.get("PIA_SECRET_KEY") or new_secret_key()  # PostgreSQL requires one
     settings = Settings(data_dir=data_dir, database_url=database_url, secret_key=secret_key)
@@ -238,9 +184,9 @@ def run(backend: str, database_url: str, data_dir: Path, seconds: float) -> None
             "GET /products (all 20,000 ids)": [f"{prefix}/products"],
         }
         for paths in targets.values():  # warm-up: connections, caches, first-call imports
-            measure(port, paths, token, 1.0, CONCURRENCY)
-        figures = {name: measure(port, paths, token, seconds, CONCURRENCY) for name, paths in targets.items()}
-        alone = measure(port, targets["GET /products (all 20,000 ids)"], token, seconds, 1)
+            measure(port, gets(paths), [token], 1.0, CONCURRENCY)
+        figures = {name: measure(port, gets(paths), [token], seconds, CONCURRENCY) for name, paths in targets.items()}
+        alone = measure(port, gets(targets["GET /products (all 20,000 ids)"]), [token], seconds, 1)
         trigger_started = time.perf_counter()
         triggered = httpx.post(f"{base}{prefix}/inventory/trigger_events",
                                headers={"Authorization": f"Bearer {token}"}, timeout=120)

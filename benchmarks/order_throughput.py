@@ -1,0 +1,149 @@
+"""Order creation over HTTP (issue 8 point 9): `POST /orders` of 5 lines at concurrency 8, beside
+`GET /healthcheck` measured in the same run.
+
+    uv run python -m benchmarks.order_throughput --backend duckdb
+    uv run python -m benchmarks.order_throughput --backend postgresql   # the server of PIA_TEST_POSTGRES_URL
+
+The tenant is the demo's (its web shop: 300 products, prices, stock in two warehouses). Each connection is its own
+API client of the eCom store, with its rate limit lifted, so neither one client's limit nor the clients' sum bounds
+the figure. Every order is new (a fresh externalOrderId and number) and must answer 202. The server is `pia` in a
+process of its own; its order processor opens the orders (RECEIVED → OPEN, stock reserved) while they arrive, and
+the run ends by timing how long the last of them waits to be opened. Targets on this 2-core machine: 150 orders/s
+on PostgreSQL, 100 on DuckDB.
+"""
+
+import argparse
+import itertools
+import os
+import random
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+import sqlalchemy as sa
+
+from benchmarks.databases import scratch_postgres_url
+from benchmarks.http_load import gets, measure
+from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
+from serving.admin import issue_client
+from serving.demo import seed_demo_tenant
+from settings import Settings
+from store.clients import update_client
+from store.engine import create_engine
+from store.migrate import upgrade
+from store.schema import orders
+from store.secrets import new_secret_key
+
+CONCURRENCY, LINES = 8, 5
+
+
+def _seed(settings: Settings) -> tuple[dict, str, list[tuple[str, str]]]:
+    """The demo tenant, the eCom store with the web shop, and one rate-unlimited client per connection."""
+    engine = create_engine(settings)
+    upgrade(engine)
+    world = seed_demo_tenant(engine, "order benchmark", is_test=False)
+    store_id = next(client["resource"] for client in world["clients"] if client["scope"] == "ecom")
+    clients = []
+    for n in range(CONCURRENCY):
+        client_id, secret = issue_client(engine, world["id"], f"web shop {n}", "ecom", store_id, ())
+        update_client(engine, world["id"], client_id, rate_limit_per_minute=UNREACHABLE_RATE_LIMIT)
+        clients.append((client_id, secret))
+    engine.dispose()  # the DuckDB file belongs to the server process from here on
+    return world, store_id, clients
+
+
+def _sellable_skus(base: str, prefix: str, token: str) -> list[dict]:
+    """Priced SKUs of the first 60 published products, as order lines want them."""
+    headers = {"Authorization": f"Bearer {token}"}
+    ids = httpx.get(f"{base}{prefix}/products", headers=headers).json()["items"][:60]
+    found = []
+    for product_id in ids:
+        for sku in httpx.get(f"{base}{prefix}/products/{product_id}", headers=headers).json()["skus"]:
+            if sku["price"] is not None:
+                found.append({"skuNumber": sku["number"], "netUnitPrice": sku["price"], "vatRate": sku["vatRate"]})
+    return found
+
+
+def _orders(prefix: str, skus: list[dict]):
+    """A new order of LINES random SKUs per request."""
+    address = {"name": "Kari Nordmann", "street": "Storgata 1", "postCode": "0155", "city": "Oslo",
+               "countryIsoCode": "NO"}
+
+    numbers = itertools.count(1)  # the connections' generators repeat between rounds; the keys must not
+
+    def next_order(rng: random.Random) -> tuple[str, str, bytes]:
+        key = str(next(numbers))
+        lines = [{**sku, "quantity": rng.randint(1, 3)} for sku in rng.sample(skus, LINES)]
+        return "POST", f"{prefix}/orders", orjson.dumps({
+            "externalOrderId": f"bench-{key}", "externalOrderNumber": f"B-{key}", "deliveryAddress": address,
+            "lineItems": lines, "freight": {"freightAmount": "49", "shippingMethodName": "Posten"}})
+
+    return next_order
+
+
+def _received(settings: Settings, tenant_id: str) -> tuple[int, int]:
+    """(orders, of which still RECEIVED) of the tenant."""
+    engine = create_engine(settings)
+    try:
+        with engine.connect() as conn:
+            total = conn.scalar(sa.select(sa.func.count()).select_from(orders).where(orders.c.tenant_id == tenant_id))
+            waiting = conn.scalar(sa.select(sa.func.count()).select_from(orders).where(
+                orders.c.tenant_id == tenant_id, orders.c.status == "RECEIVED"))
+    finally:
+        engine.dispose()
+    return total, waiting
+
+
+def run(backend: str, database_url: str, data_dir: Path, seconds: float) -> None:
+    secret_key = os.environ.get("PIA_SECRET_KEY") or new_secret_key()  # PostgreSQL requires one
+    settings = Settings(data_dir=data_dir, database_url=database_url, secret_key=secret_key)
+    world, store_id, clients = _seed(settings)
+    env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": database_url,
+           "PIA_SECRET_KEY": secret_key}
+    port = 19900 + os.getpid() % 90
+    server = _start("pia", port, env)
+    base, prefix = f"http://127.0.0.1:{port}", f"/v1/tenants/{world['id']}/ecom_stores/{store_id}"
+    try:
+        tokens = [httpx.post(f"{base}/oauth2/token", auth=client, data={
+            "grant_type": "client_credentials", "tenant_id": world["id"]}).json()["access_token"]
+            for client in clients]
+        next_order = _orders(prefix, _sellable_skus(base, prefix, tokens[0]))
+        measure(port, gets(["/healthcheck"]), tokens, 1.0, CONCURRENCY)  # warm-up
+        measure(port, next_order, tokens, 1.0, CONCURRENCY, expected_status=202)
+        baseline = measure(port, gets(["/healthcheck"]), tokens, seconds, CONCURRENCY)
+        created = measure(port, next_order, tokens, seconds, CONCURRENCY, expected_status=202)
+        load_ended = time.perf_counter()
+        total, waiting = _received(settings, world["id"]) if database_url else (0, 0)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=120)
+    if not database_url:  # the DuckDB file is the server's while it runs; after a clean stop nothing may wait
+        total, waiting = _received(settings, world["id"])
+    print(f"[{backend}] concurrency {CONCURRENCY}, {seconds:g} s per target, {LINES}-line orders, "
+          f"{len(clients)} clients:")
+    for name, value in (("GET /healthcheck (baseline)", baseline), ("POST /orders", created)):
+        print(f"[{backend}]   {name:28} {value.rate:8,.0f} requests/s  p50 {value.p50_ms:7.1f} ms  "
+              f"p99 {value.p99_ms:7.1f} ms  cost vs healthcheck {baseline.rate / value.rate:5.2f}×")
+    target = 150 if backend == "postgresql" else 100
+    print(f"[{backend}] {created.rate:.0f} orders/s (target ≥ {target}); {total:,} orders held, {waiting:,} still "
+          f"RECEIVED {time.perf_counter() - load_ended:.1f} s after the load")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["duckdb", "postgresql"], default="duckdb")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per target")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pia-bench-") as folder:
+        if args.backend == "duckdb":
+            run("duckdb", "", Path(folder), args.seconds)
+            return
+        with scratch_postgres_url() as url:
+            run("postgresql", url, Path(folder), args.seconds)
+
+
+if __name__ == "__main__":
+    main()
