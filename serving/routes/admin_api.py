@@ -5,7 +5,6 @@ Each route parses its body and runs the shared operation (serving/admin_operatio
 
 from typing import Any
 
-import orjson
 from quart import Blueprint, Response, request
 from quart_schema import document_request, document_response
 
@@ -18,12 +17,12 @@ from contracts.admin import (
     StockAdjustment,
     StockLevel,
 )
-from contracts.errors import BadRequest
 from contracts.models import InvalidRequestError, NotFoundError
 from serving import admin_operations
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
 from serving.services import services
+from serving.validation import parse_json
 from store.secrets import secret_box
 
 blueprint = Blueprint("admin_api", __name__, url_prefix="/admin/v1/tenants/<tenantId>")
@@ -31,12 +30,8 @@ protect(blueprint, "admin")
 
 
 async def _json() -> Any:
-    raw = await request.get_data()
-    try:
-        # A back-office document can be megabytes: parsed off the event loop too.
-        return await blocking(orjson.loads, raw)
-    except orjson.JSONDecodeError as error:
-        raise BadRequest(f"The body is not valid JSON: {error}.") from None
+    # A back-office document can be megabytes: parsed off the event loop too.
+    return await blocking(parse_json, await request.get_data())
 
 
 @blueprint.post("/backoffice")

@@ -8,18 +8,17 @@ store/orders.py, the shapes in contracts/orders.py.
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 from quart import Blueprint, Response, request, url_for
 from quart_schema import document_request, document_response
 
-from contracts.errors import BadRequest, CustomerNotFound, InvalidRequest, NotFound
+from contracts.errors import CustomerNotFound, NotFound
 from contracts.models import CustomerNotFoundError, InvalidRequestError, NotFoundError
 from contracts.orders import CreateOrder, DuplicateOrderError, Order, OrderHistory, OrderSkuOrCustomerNotFoundError
 from contracts.rendering import decimal, instant
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
 from serving.services import services
-from serving.validation import problems
+from serving.validation import parse_json, validated
 from store import orders as store
 
 blueprint = Blueprint("orders", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")
@@ -45,24 +44,12 @@ async def create_order(tenantId: str, eComStoreId: str) -> Response:
 
 async def _create_order_body() -> CreateOrder:
     """The validated body; every structural problem at once, including lines naming no SKU."""
-    try:
-        data = orjson.loads(await request.get_data())
-    except orjson.JSONDecodeError as error:
-        raise BadRequest(f"The body is not valid JSON: {error}.") from None
-    found = []
+    data = parse_json(await request.get_data())
     lines = data.get("lineItems") if isinstance(data, dict) else None
-    for index, line in enumerate(lines if isinstance(lines, list) else []):
-        if isinstance(line, dict) and line.get("skuId") is None and line.get("skuNumber") is None:
-            found.append({"path": f"lineItems[{index}].skuId", "code": "REQUIRED",
-                          "message": "Give skuId or skuNumber."})
-    try:
-        body = CreateOrder.model_validate(data)
-    except ValidationError as error:
-        found = problems(error) + found
-        body = None
-    if found or body is None:
-        raise InvalidRequest(found)
-    return body
+    without_sku = [{"path": f"lineItems[{index}].skuId", "code": "REQUIRED", "message": "Give skuId or skuNumber."}
+                   for index, line in enumerate(lines if isinstance(lines, list) else [])
+                   if isinstance(line, dict) and line.get("skuId") is None and line.get("skuNumber") is None]
+    return validated(CreateOrder, data, without_sku)
 
 
 @blueprint.get("/orders/<orderIdOrNumber>")
