@@ -1,8 +1,11 @@
-"""A scratch PostgreSQL database for a benchmark run, on the server of PIA_TEST_POSTGRES_URL."""
+"""Scratch databases for a benchmark run: a PostgreSQL database on the server of PIA_TEST_POSTGRES_URL, or the
+embedded DuckDB file in a temporary data folder."""
 
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -23,3 +26,15 @@ def scratch_postgres_url(prefix: str = "pia_bench") -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@contextmanager
+def backend_database(backend: str) -> Iterator[tuple[str, Path]]:
+    """(database URL, data folder) of a fresh store for the backend: "" means the embedded DuckDB file in the
+    folder; "postgresql" gets a scratch database. Both are removed at the end."""
+    with tempfile.TemporaryDirectory(prefix="pia-bench-") as folder:
+        if backend == "duckdb":
+            yield "", Path(folder)
+        else:
+            with scratch_postgres_url() as url:
+                yield url, Path(folder)

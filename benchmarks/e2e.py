@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +24,7 @@ import httpx
 import orjson
 import sqlalchemy as sa
 
-from benchmarks.databases import scratch_postgres_url
+from benchmarks.databases import backend_database
 from serving.admin import issue_client
 from settings import Settings
 from store.backoffice import load_document
@@ -137,12 +136,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["duckdb", "postgresql"], default="duckdb")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="pia-bench-") as folder:
-        if args.backend == "duckdb":
-            run("duckdb", "", Path(folder))
-            return
-        with scratch_postgres_url() as url:
-            run("postgresql", url, Path(folder))
+    with backend_database(args.backend) as (database_url, folder):
+        run(args.backend, database_url, folder)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import itertools
 import os
 import random
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import httpx
 import orjson
 import sqlalchemy as sa
 
-from benchmarks.databases import scratch_postgres_url
+from benchmarks.databases import backend_database
 from benchmarks.http_load import gets, measure
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
 from serving.admin import issue_client
@@ -137,12 +136,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=["duckdb", "postgresql"], default="duckdb")
     parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per target")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="pia-bench-") as folder:
-        if args.backend == "duckdb":
-            run("duckdb", "", Path(folder), args.seconds)
-            return
-        with scratch_postgres_url() as url:
-            run("postgresql", url, Path(folder), args.seconds)
+    with backend_database(args.backend) as (database_url, folder):
+        run(args.backend, database_url, folder, args.seconds)
 
 
 if __name__ == "__main__":

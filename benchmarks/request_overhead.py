@@ -21,7 +21,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -33,7 +32,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart, Response
 
-from benchmarks.databases import scratch_postgres_url
+from benchmarks.databases import backend_database
 from contracts.limits import published_limits
 from serving.admin import issue_client
 from settings import Settings
@@ -200,12 +199,8 @@ def main() -> None:
     if args.serve == "pia":
         return _serve_pia(args.port)
     measure = (args.seconds, args.rounds, args.connections)
-    with tempfile.TemporaryDirectory(prefix="pia-bench-") as folder:
-        if args.backend == "duckdb":
-            run("duckdb", "", Path(folder), *measure)
-            return
-        with scratch_postgres_url() as url:
-            run("postgresql", url, Path(folder), *measure)
+    with backend_database(args.backend) as (database_url, folder):
+        run(args.backend, database_url, folder, *measure)
 
 
 if __name__ == "__main__":
