@@ -63,7 +63,7 @@ def order_amounts(lines: Iterable[Amounts], freight: Amounts = NOTHING) -> Amoun
 
 
 def document_share(line: Amounts, line_quantity: Decimal, quantity: Decimal, earlier: Amounts,
-                   earlier_quantity: Decimal) -> Amounts:
+                   earlier_quantity: Decimal, whole: tuple[Decimal, Amounts] | None = None) -> Amounts:
     """What a document taking `quantity` units of a line carries, given what earlier documents of the line took.
 
     Pro rata on the running total: the line's amount for all units taken so far, rounded, less what the earlier
@@ -71,7 +71,23 @@ def document_share(line: Amounts, line_quantity: Decimal, quantity: Decimal, ear
     the last unit gets the remainder, so the documents add up exactly to the line and earlier ones never change.
     Rounding each document on its own instead could make the remainder negative (ten documents of one unit of
     a 0.05 line would each round 0.005 up to 0.01).
+
+    `whole` is (units, amounts) the documents must add up to when it is not the line itself: returns of a line
+    that will deliver no more add up to what its receipts took. The result is kept within what is left of the
+    whole, its VAT within its gross and its net within the net left, so no share is ever negative even when
+    earlier documents were taken out of the running total (a failed capture gives its units back).
     """
-    taken = min(earlier_quantity + quantity, line_quantity)
-    return Amounts(money(line.gross * taken / line_quantity) - earlier.gross,
-                   money(line.vat * taken / line_quantity) - earlier.vat)
+    whole_quantity, target = whole or (line_quantity, line)
+    taken = earlier_quantity + quantity
+    left = Amounts(target.gross - earlier.gross, target.vat - earlier.vat)
+    if taken >= whole_quantity:
+        gross = left.gross
+    else:
+        gross = _within(money(line.gross * taken / line_quantity) - earlier.gross, ZERO, left.gross)
+    vat = _within(money(line.vat * taken / line_quantity) - earlier.vat, max(ZERO, gross - left.net),
+                  min(gross, left.vat))
+    return Amounts(gross, vat)
+
+
+def _within(value: Decimal, low: Decimal, high: Decimal) -> Decimal:
+    return min(max(value, low), high)

@@ -32,8 +32,8 @@ def _instant(name: str, nullable: bool = False) -> sa.Column:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 
-def _decimal(name: str, nullable: bool = True) -> sa.Column:
-    return sa.Column(name, sa.Numeric(18, 4), nullable=nullable)
+def _decimal(name: str, nullable: bool = True, server_default: str | None = None) -> sa.Column:
+    return sa.Column(name, sa.Numeric(18, 4), nullable=nullable, server_default=server_default)
 
 
 tenants = sa.Table(
@@ -582,6 +582,8 @@ order_lines = sa.Table(
     _decimal("reserved_quantity", nullable=False),
     _decimal("delivered_quantity", nullable=False),
     _decimal("returned_quantity", nullable=False),
+    # Units the back office cancelled before delivery (their reservation released).
+    _decimal("cancelled_quantity", nullable=False, server_default="0"),
     sa.Index(None, "tenant_id", "order_id"),
 )
 
@@ -620,4 +622,57 @@ click_and_collect_lines = sa.Table(
     _ref("location_id"),  # where the stock is reserved
     sa.Column("reserved_from_warehouse", sa.Boolean, nullable=False),
     sa.Index(None, "tenant_id", "reservation_id"),
+)
+
+# The documents of an order's fulfilment and returns (ECOMMERCE.md "Documents"), one table for every kind: CAPTURE,
+# RECEIPT, INVOICE, SHIPMENT, RETURN_INVOICE, REFUND. Each kind uses the columns its record shows; the links name
+# the document it follows (a receipt's capture, an invoice's receipt, a return invoice's invoice and refund).
+# Documents are written once; only a capture's or refund's status, reported amount and completion change.
+order_documents = sa.Table(
+    "order_documents",
+    metadata,
+    _id(),
+    _tenant(),
+    _ref("order_id"),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("number", sa.String(20)),  # receipts, invoices, return invoices
+    sa.Column("status", sa.String(16)),  # captures (PENDING, CONFIRMED, FAILED), refunds (OPEN, CONFIRMED, FAILED)
+    _instant("created_time"),
+    _instant("completed_time", nullable=True),
+    _decimal("gross_amount", nullable=False),
+    _decimal("vat_amount", nullable=False),
+    # The order's freight travels with its first fulfilment, and back with the return that completes a full return.
+    _decimal("freight_gross_amount"),
+    _decimal("freight_vat_amount"),
+    _decimal("reported_amount"),  # capturedAmount or refundedAmount, as reported
+    _ref("capture_id", nullable=True),
+    _ref("receipt_id", nullable=True),
+    _ref("invoice_id", nullable=True),
+    _ref("refund_id", nullable=True),
+    _ref("return_invoice_id", nullable=True),
+    sa.Column("carrier", sa.String(100)),
+    sa.Column("tracking_number", sa.String(100)),
+    sa.Index(None, "tenant_id", "order_id"),
+)
+
+order_document_lines = sa.Table(
+    "order_document_lines",
+    metadata,
+    _tenant(),
+    _ref("order_id"),
+    sa.Column("document_id", sa.String(36), primary_key=True),
+    sa.Column("order_line_id", sa.String(36), primary_key=True),
+    _decimal("quantity", nullable=False),
+    _decimal("gross_amount", nullable=False),
+    _decimal("vat_amount", nullable=False),
+    sa.Index(None, "tenant_id", "order_id"),
+)
+
+# The last number given out per tenant and series (RECEIPT, INVOICE, RETURN_INVOICE): gapless, like order numbers.
+document_numbers = sa.Table(
+    "document_numbers",
+    metadata,
+    sa.Column("tenant_id", sa.String(36), primary_key=True),
+    sa.Column("series", sa.String(16), primary_key=True),
+    sa.Column("last_number", sa.BigInteger, nullable=False),
 )
