@@ -155,3 +155,25 @@ class DuplicateOrder(ApiError):
     def __init__(self, existing_order_id: str) -> None:
         super().__init__("The eCom store already has an order with this externalOrderId or externalOrderNumber.",
                          {"existingOrderId": existing_order_id})
+
+
+class OrderNotOpen(Conflict):
+    """The order's status does not allow the operation (not processed yet, cancelled, or nothing left to do)."""
+
+    code = "ORDER_NOT_OPEN"
+
+
+class CaptureNotConfirmed(Conflict):
+    code, default_message = "CAPTURE_NOT_CONFIRMED", "The capture's payment is not confirmed; it cannot ship yet."
+
+
+class ReceiptAlreadyShipped(Conflict):
+    code, default_message = "RECEIPT_ALREADY_SHIPPED", "The receipt has already been shipped."
+
+
+class CaptureAlreadyCompleted(Conflict):
+    code, default_message = "CAPTURE_ALREADY_COMPLETED", "The capture was already reported with another result."
+
+
+class RefundAlreadyCompleted(Conflict):
+    code, default_message = "REFUND_ALREADY_COMPLETED", "The refund was already reported with another result."

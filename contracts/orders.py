@@ -6,7 +6,8 @@ Decimals arrive as strings or numbers; amounts go out as canonical decimal strin
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from contracts.customers import DeliveryAddress, InvoiceAddress
 from contracts.models import Day, DecimalString, Error, Id, Instant, Shape
@@ -80,6 +81,7 @@ class LineItem(Shape):
     reservedQuantity: DecimalString
     deliveredQuantity: DecimalString
     returnedQuantity: DecimalString
+    cancelledQuantity: DecimalString
 
 
 class DocumentLine(Shape):
@@ -89,12 +91,61 @@ class DocumentLine(Shape):
     vatAmount: DecimalString
 
 
-class Document(Shape):
-    """A capture, receipt, invoice, shipment, return invoice, refund or voucher (ECOMMERCE.md "Documents")."""
+class DocumentFreight(Shape):
+    grossAmount: DecimalString
+    vatAmount: DecimalString
 
+
+class _Document(Shape):
     id: Id
     createdTime: Instant
     lines: list[DocumentLine]
+    grossAmount: DecimalString
+    netAmount: DecimalString
+    vatAmount: DecimalString
+    freight: DocumentFreight | None = Field(description="The order's freight: with its first capture or receipt, "
+                                                        "and back with the return that completes a full return.")
+
+
+class Capture(_Document):
+    status: Literal["PENDING", "CONFIRMED", "FAILED"]
+    capturedAmount: DecimalString | None
+    completedTime: Instant | None
+
+
+class Receipt(_Document):
+    number: str
+    captureId: Id | None
+
+
+class Invoice(_Document):
+    number: str
+    receiptId: Id
+
+
+class Shipment(_Document):
+    receiptId: Id
+    carrier: str | None
+    trackingNumber: str | None
+
+
+class ReturnInvoice(_Document):
+    number: str
+    invoiceId: Id
+    refundId: Id
+
+
+class Refund(_Document):
+    status: Literal["OPEN", "CONFIRMED", "FAILED"]
+    returnInvoiceId: Id
+    refundedAmount: DecimalString | None
+    completedTime: Instant | None
+
+
+class Voucher(Shape):
+    """Vouchers are not issued yet: the list is always empty."""
+
+    id: Id
 
 
 class Order(Shape):
@@ -115,13 +166,13 @@ class Order(Shape):
     grossAmount: DecimalString
     netAmount: DecimalString
     vatAmount: DecimalString
-    captures: list[Document]
-    receipts: list[Document]
-    shipments: list[Document]
-    invoices: list[Document]
-    returnInvoices: list[Document]
-    refunds: list[Document]
-    vouchers: list[Document]
+    captures: list[Capture]
+    receipts: list[Receipt]
+    shipments: list[Shipment]
+    invoices: list[Invoice]
+    returnInvoices: list[ReturnInvoice]
+    refunds: list[Refund]
+    vouchers: list[Voucher]
 
 
 class OrderSummary(Shape):
@@ -159,3 +210,62 @@ class DuplicateOrderError(Error):
 
 
 
+
+
+class PaymentReport(Shape):
+    status: Literal["CONFIRMED", "FAILED"]
+
+    @staticmethod
+    def _amount_with_confirmed(amount: Decimal | None, info: ValidationInfo) -> Decimal | None:
+        status = info.data.get("status")
+        if status == "CONFIRMED" and amount is None:
+            raise PydanticCustomError("REQUIRED", "Give the amount with CONFIRMED.")
+        if status == "FAILED" and amount is not None:
+            raise PydanticCustomError("INVALID_VALUE", "Send the amount only with CONFIRMED.")
+        return amount
+
+
+class PaymentCaptureReport(PaymentReport):
+    """The result of the external payment capture: CONFIRMED with the capture's grossAmount, or FAILED."""
+
+    capturedAmount: Price | None = Field(default=None, validate_default=True)
+    _check = field_validator("capturedAmount")(PaymentReport._amount_with_confirmed)
+
+
+class RefundReport(PaymentReport):
+    """The result of the external refund: CONFIRMED with the refund's grossAmount, or FAILED."""
+
+    refundedAmount: Price | None = Field(default=None, validate_default=True)
+    _check = field_validator("refundedAmount")(PaymentReport._amount_with_confirmed)
+
+
+class LineUnits(Shape):
+    lineItemId: Id
+    quantity: Quantity
+
+
+class OrderLinesRequest(Shape):
+    """Units per line item; without `lines`, every unit the operation can take."""
+
+    lines: Annotated[list[LineUnits], Field(min_length=1, max_length=MAX_LINES)] | None = None
+
+
+class ReturnRequest(OrderLinesRequest):
+    invoiceId: Id | None = Field(default=None, description="Return against this invoice only; by default against "
+                                                           "the order's invoices, oldest first.")
+
+
+class ShipRequest(Shape):
+    """Exactly one of receiptId and captureId (a CONFIRMED capture's receipt)."""
+
+    receiptId: Id | None = None
+    captureId: Id | None = Field(default=None, validate_default=True)
+    carrier: Annotated[str, Field(max_length=100)] | None = None
+    trackingNumber: Annotated[str, Field(max_length=100)] | None = None
+
+    @field_validator("captureId")
+    @classmethod
+    def _exactly_one(cls, capture_id: str | None, info: ValidationInfo) -> str | None:
+        if (capture_id is None) == (info.data.get("receiptId") is None):
+            raise PydanticCustomError("ONE_OF_REQUIRED", "Give exactly one of receiptId and captureId.")
+        return capture_id

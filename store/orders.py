@@ -8,7 +8,7 @@ and the second run finds the winner's order and answers 409 DUPLICATE_ORDER.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
 
@@ -22,6 +22,7 @@ from contracts.rendering import decimal
 from store.catalogue import in_assortment
 from store.engine import is_duckdb
 from store.ids import new_id, utc_now
+from store.order_documents import Document, read_documents
 from store.schema import (
     campaign_skus,
     campaigns,
@@ -45,6 +46,7 @@ FIRST_ORDER_NUMBER = 100001
 class HeldOrder:
     order: sa.Row
     lines: list[sa.Row]  # by line number
+    documents: list[Document] = field(default_factory=list)  # in the order they were made
 
 
 @dataclass(frozen=True)
@@ -270,16 +272,20 @@ def _next_number(conn: sa.Connection, tenant_id: str) -> str:
     return str(number)
 
 
-def read_order(engine: sa.Engine, tenant_id: str, ecom_store_id: str, id_or_number: str) -> HeldOrder | None:
-    """The eCom store's order by id or by number; None for an unknown one or another store's."""
+def read_order(engine: sa.Engine, tenant_id: str, ecom_store_id: str | None, id_or_number: str) -> HeldOrder | None:
+    """The eCom store's order (any store's of the tenant, for the back office: None) by id or by number, with its
+    documents; None for an unknown one or another store's."""
     with engine.connect() as conn:
-        return _read(conn, tenant_id, ecom_store_id, id_or_number)
+        held = _read(conn, tenant_id, ecom_store_id, id_or_number)
+        return held and HeldOrder(held.order, held.lines, read_documents(conn, tenant_id, held.order.id))
 
 
-def _read(conn: sa.Connection, tenant_id: str, ecom_store_id: str, id_or_number: str) -> HeldOrder | None:
+def _read(conn: sa.Connection, tenant_id: str, ecom_store_id: str | None, id_or_number: str) -> HeldOrder | None:
     key = orders.c.number == id_or_number if id_or_number.isdigit() else orders.c.id == id_or_number
-    order = conn.execute(sa.select(orders).where(orders.c.tenant_id == tenant_id,
-                                                 orders.c.ecom_store_id == ecom_store_id, key)).first()
+    query = sa.select(orders).where(orders.c.tenant_id == tenant_id, key)
+    if ecom_store_id is not None:
+        query = query.where(orders.c.ecom_store_id == ecom_store_id)
+    order = conn.execute(query).first()
     if order is None:
         return None
     lines = list(conn.execute(sa.select(order_lines).where(order_lines.c.tenant_id == tenant_id,

@@ -20,11 +20,14 @@ from serving.protection import protect
 from serving.services import services
 from serving.validation import parse_json, validated
 from store import orders as store
+from store.order_documents import CAPTURE, INVOICE, RECEIPT, REFUND, RETURN_INVOICE, SHIPMENT, Document
 
 blueprint = Blueprint("orders", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")
 protect(blueprint, "ecom", resource_arg="eComStoreId")
 
 _DOCUMENT_LISTS = ("captures", "receipts", "shipments", "invoices", "returnInvoices", "refunds", "vouchers")
+_LIST_OF_KIND = {CAPTURE: "captures", RECEIPT: "receipts", SHIPMENT: "shipments", INVOICE: "invoices",
+                 RETURN_INVOICE: "returnInvoices", REFUND: "refunds"}
 
 
 @blueprint.post("/orders")
@@ -93,7 +96,36 @@ def order_json(held: store.HeldOrder) -> dict[str, Any]:
     if order.freight is not None:
         record["freight"] = {**orjson.loads(order.freight), "grossAmount": decimal(order.freight_gross_amount),
                              "vatAmount": decimal(order.freight_vat_amount)}
-    record.update({name: [] for name in _DOCUMENT_LISTS})  # documents come with picking, shipping, returns
+    record.update({name: [] for name in _DOCUMENT_LISTS})
+    for document in held.documents:
+        record[_LIST_OF_KIND[document.kind]].append(document_json(document))
+    return record
+
+
+def document_json(document: Document) -> dict[str, Any]:
+    """A document as its list in the order record shows it (contracts/orders.py Capture, Receipt, ...)."""
+    record: dict[str, Any] = {
+        "id": document.id, "createdTime": instant(document.created_time),
+        "lines": [{"lineItemId": line.order_line_id, "quantity": decimal(line.quantity),
+                   "grossAmount": decimal(line.gross_amount), "vatAmount": decimal(line.vat_amount)}
+                  for line in document.lines],
+        "grossAmount": decimal(document.gross_amount),
+        "netAmount": decimal(document.gross_amount - document.vat_amount),
+        "vatAmount": decimal(document.vat_amount),
+        "freight": {"grossAmount": decimal(document.freight.gross), "vatAmount": decimal(document.freight.vat)}
+        if document.freight else None}
+    if document.kind in (RECEIPT, INVOICE, RETURN_INVOICE):
+        record["number"] = document.number
+    if document.kind in (CAPTURE, REFUND):
+        amount = "capturedAmount" if document.kind == CAPTURE else "refundedAmount"
+        record.update({"status": document.status, amount: decimal(document.reported_amount),
+                       "completedTime": instant(document.completed_time)})
+    links = {RECEIPT: {"captureId": document.capture_id}, INVOICE: {"receiptId": document.receipt_id},
+             SHIPMENT: {"receiptId": document.receipt_id, "carrier": document.carrier,
+                        "trackingNumber": document.tracking_number},
+             RETURN_INVOICE: {"invoiceId": document.invoice_id, "refundId": document.refund_id},
+             REFUND: {"returnInvoiceId": document.return_invoice_id}}
+    record.update(links.get(document.kind, {}))
     return record
 
 
@@ -108,4 +140,4 @@ def _line_json(line: Any) -> dict[str, Any]:
         "grossAmount": decimal(line.gross_amount), "vatAmount": decimal(line.vat_amount),
         "netAmount": decimal(line.gross_amount - line.vat_amount),
         "reservedQuantity": decimal(line.reserved_quantity), "deliveredQuantity": decimal(line.delivered_quantity),
-        "returnedQuantity": decimal(line.returned_quantity)}
+        "returnedQuantity": decimal(line.returned_quantity), "cancelledQuantity": decimal(line.cancelled_quantity)}
