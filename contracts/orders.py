@@ -212,6 +212,18 @@ class DuplicateOrderError(Error):
 
 
 
+class CaptureAlreadyCompletedError(Error):
+    """CAPTURE_ALREADY_COMPLETED: the capture was already reported with another result; nothing changed."""
+
+    error: Literal["CAPTURE_ALREADY_COMPLETED"]
+
+
+class RefundAlreadyCompletedError(Error):
+    """REFUND_ALREADY_COMPLETED: the refund was already reported with another result; nothing changed."""
+
+    error: Literal["REFUND_ALREADY_COMPLETED"]
+
+
 class PaymentReport(Shape):
     status: Literal["CONFIRMED", "FAILED"]
 

@@ -2,7 +2,8 @@
 
 POST /orders checks the body (every problem with its path, in one 400), stores the order RECEIVED and answers 202
 with the record; the order processor (store/order_processing.py, woken here) then opens it. The rules are in
-store/orders.py, the shapes in contracts/orders.py.
+store/orders.py, the shapes in contracts/orders.py. The web shop reports captured payments and refunds here
+(store/fulfilment.py, store/returns.py); the back office picks, ships, returns and cancels through the admin API.
 """
 
 from typing import Any
@@ -13,12 +14,25 @@ from quart_schema import document_request, document_response
 
 from contracts.errors import CustomerNotFound, NotFound
 from contracts.models import CustomerNotFoundError, InvalidRequestError, NotFoundError
-from contracts.orders import CreateOrder, DuplicateOrderError, Order, OrderHistory, OrderSkuOrCustomerNotFoundError
+from contracts.orders import (
+    Capture,
+    CaptureAlreadyCompletedError,
+    CreateOrder,
+    DuplicateOrderError,
+    Order,
+    OrderHistory,
+    OrderSkuOrCustomerNotFoundError,
+    PaymentCaptureReport,
+    Refund,
+    RefundAlreadyCompletedError,
+    RefundReport,
+)
 from contracts.rendering import decimal, instant
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
 from serving.services import services
 from serving.validation import parse_json, validated
+from store import fulfilment, returns
 from store import orders as store
 from store.order_documents import CAPTURE, INVOICE, RECEIPT, REFUND, RETURN_INVOICE, SHIPMENT, Document
 
@@ -79,6 +93,52 @@ async def customer_orders(tenantId: str, eComStoreId: str, customerId: str) -> R
          "externalOrderNumber": row.external_order_number, "orderDate": instant(row.order_date),
          "status": row.status, "grossAmount": decimal(row.gross_amount), "currencyIsoCode": row.currency_iso_code}
         for row in rows]})
+
+
+@blueprint.post("/orders/<orderId>/captures/<captureId>/payment_capture")
+@document_request(PaymentCaptureReport)
+@document_response(Capture, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
+@document_response(CaptureAlreadyCompletedError, 409)
+async def payment_capture(tenantId: str, eComStoreId: str, orderId: str, captureId: str) -> Response:
+    """Report the external payment capture: CONFIRMED with the capture's grossAmount (the receipt and invoice are
+    made) or FAILED (its units are not shipped). The same report again is 200 and changes nothing; another one on
+    a completed capture is 409 CAPTURE_ALREADY_COMPLETED."""
+    report = validated(PaymentCaptureReport, parse_json(await request.get_data()))
+    capture = await blocking(fulfilment.report_capture, services().engine, tenantId, eComStoreId, orderId, captureId,
+                             report.status, report.capturedAmount)
+    return json_response(document_json(capture))
+
+
+@blueprint.post("/orders/<orderId>/refunds/<refundId>/confirm")
+@document_request(RefundReport)
+@document_response(Refund, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
+@document_response(RefundAlreadyCompletedError, 409)
+async def confirm_refund(tenantId: str, eComStoreId: str, orderId: str, refundId: str) -> Response:
+    """Report the external refund: CONFIRMED with the refund's grossAmount closes it, FAILED records it. The same
+    report again is 200 and changes nothing; another one on a completed refund is 409 REFUND_ALREADY_COMPLETED."""
+    return await _refund_report(tenantId, eComStoreId, orderId, refund_id=refundId)
+
+
+@blueprint.post("/orders/<orderId>/invoices/<invoiceId>/refund")
+@document_request(RefundReport)
+@document_response(Refund, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
+@document_response(RefundAlreadyCompletedError, 409)
+async def refund_invoice(tenantId: str, eComStoreId: str, orderId: str, invoiceId: str) -> Response:
+    """The refund report of /refunds/{refundId}/confirm, naming the refund by its return invoice."""
+    return await _refund_report(tenantId, eComStoreId, orderId, return_invoice_id=invoiceId)
+
+
+async def _refund_report(tenant_id: str, ecom_store_id: str, order_id: str, **refund: str) -> Response:
+    report = validated(RefundReport, parse_json(await request.get_data()))
+    document = await blocking(returns.report_refund, services().engine, tenant_id, ecom_store_id, order_id,
+                              **refund, status=report.status, refunded_amount=report.refundedAmount)
+    return json_response(document_json(document))
 
 
 def order_json(held: store.HeldOrder) -> dict[str, Any]:
