@@ -99,17 +99,20 @@ def _live_fulfilments(state: OrderState) -> list[Document]:
 
 
 def _fulfil(conn: sa.Connection, state: OrderState, taken: Document, capture_id: str | None, at: datetime) -> None:
-    """The receipt and invoice of `taken`'s lines and amounts; the units leave the warehouse's stock."""
-    receipt = copy_of(taken, RECEIPT, at, number=next_number(conn, state.tenant_id, RECEIPT), capture_id=capture_id)
-    add_document(conn, state, receipt)
-    add_document(conn, state, copy_of(receipt, INVOICE, at, number=next_number(conn, state.tenant_id, INVOICE),
-                                      receipt_id=receipt.id))
+    """The receipt and invoice of `taken`'s lines and amounts; the units leave the warehouse's stock.
+
+    Stock rows are locked before the document number counters, as everywhere, so that two transactions never wait
+    on each other in turn (PostgreSQL would abort one as a deadlock)."""
     delivered = {line.order_line_id: line.quantity for line in taken.lines}
     change_lines(conn, state, "delivered_quantity", delivered)
     if state.order.warehouse_id is not None:
         change_lines(conn, state, "reserved_quantity", {line_id: -quantity for line_id, quantity in delivered.items()})
         move_stock(conn, state, {sku_id: (-quantity, -quantity)
                                  for sku_id, quantity in sku_quantities(state, delivered).items()}, at)
+    receipt = copy_of(taken, RECEIPT, at, number=next_number(conn, state.tenant_id, RECEIPT), capture_id=capture_id)
+    add_document(conn, state, receipt)
+    add_document(conn, state, copy_of(receipt, INVOICE, at, number=next_number(conn, state.tenant_id, INVOICE),
+                                      receipt_id=receipt.id))
     order_event(conn, state.tenant_id, state.order.ecom_store_id, subjects.ORDER_FULFILLED, state.order.id)
     settle_status(conn, state, at)
 

@@ -61,6 +61,10 @@ def return_units(engine: sa.Engine, tenant_id: str, order_key: str, requested: S
                               == line.delivered_quantity for line in state.lines)
             freight = _freight_charged(state) if full_return and not _freight_refunded(state) else None
             now = utc_now()
+            # Stock before the return invoice numbers (the lock order of store/fulfilment.py `_fulfil`).
+            change_lines(conn, state, "returned_quantity", wanted)
+            move_stock(conn, state, {sku_id: (quantity, ZERO)
+                                     for sku_id, quantity in sku_quantities(state, wanted).items()}, now)
             for number, (invoice, part) in enumerate(parts, start=1):
                 refund_id = new_id()
                 return_invoice = Document(
@@ -75,9 +79,6 @@ def return_units(engine: sa.Engine, tenant_id: str, order_key: str, requested: S
                 add_document(conn, state, refund)
                 order_event(conn, tenant_id, state.order.ecom_store_id, subjects.ORDER_READY_FOR_REFUND,
                             state.order.id, {"refundId": refund_id})
-            change_lines(conn, state, "returned_quantity", wanted)
-            move_stock(conn, state, {sku_id: (quantity, ZERO)
-                                     for sku_id, quantity in sku_quantities(state, wanted).items()}, now)
             return state.order.id
 
     return write_with_retries(engine, attempt)
