@@ -1,0 +1,150 @@
+"""A webhook consumer for tests and benchmarks: a real HTTP server on a free localhost port, in its own threads.
+
+It verifies every delivery the way a consumer would, with `standardwebhooks.Webhook` and the key it was given
+(independently of how pia derives its key), records the deliveries that verify in arrival order, and answers 401
+to those that do not. It can be told to answer with a failing status, or to be slow, for a while.
+"""
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from standardwebhooks import Webhook, WebhookVerificationError
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One verified POST: the Standard Webhooks headers, the event kind and the parsed body."""
+
+    webhook_id: str
+    timestamp: int
+    subject: str | None
+    content_type: str | None
+    body: dict[str, Any]
+    connection: int  # the sender's port: one value across deliveries means one kept-alive connection
+
+
+@dataclass
+class _Behaviour:
+    """What the receiver does until a monotonic deadline: answer `status` (None: verify and 204), after `delay`."""
+
+    status: int | None = None
+    delay: float = 0.0
+    until: float = math.inf
+
+
+class WebhookReceiver:
+    def __init__(self, key: str | bytes) -> None:
+        """`key` as a consumer hands it to `standardwebhooks.Webhook`: a `whsec_…` string, or the raw key bytes."""
+        self._webhook = Webhook(key)
+        self._lock = threading.Lock()
+        self._deliveries: list[Delivery] = []
+        self._rejections: list[str] = []
+        self._attempts = 0
+        self._behaviour = _Behaviour()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True  # a handler still sleeping must not hold up stop()
+        self._server.handle_error = lambda request, address: None  # a client that timed out and hung up
+        self.url = f"http://127.0.0.1:{self._server.server_port}/hooks"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+
+    def start(self) -> "WebhookReceiver":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "WebhookReceiver":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def fail_with(self, status: int, seconds: float = math.inf) -> None:
+        """Answer `status` to every POST (recording nothing) for `seconds`, or until `behave()`."""
+        with self._lock:
+            self._behaviour = _Behaviour(status=status, until=time.monotonic() + seconds)
+
+    def slow_down(self, delay: float, seconds: float = math.inf) -> None:
+        """Wait `delay` seconds before handling each POST, for `seconds`, or until `behave()`."""
+        with self._lock:
+            self._behaviour = _Behaviour(delay=delay, until=time.monotonic() + seconds)
+
+    def behave(self) -> None:
+        with self._lock:
+            self._behaviour = _Behaviour()
+
+    @property
+    def deliveries(self) -> list[Delivery]:
+        """The verified deliveries so far, in arrival order (duplicates included)."""
+        with self._lock:
+            return list(self._deliveries)
+
+    @property
+    def rejections(self) -> list[str]:
+        """Why each POST that did not verify was refused."""
+        with self._lock:
+            return list(self._rejections)
+
+    @property
+    def attempts(self) -> int:
+        """Every POST that reached the receiver, whatever it answered."""
+        with self._lock:
+            return self._attempts
+
+    def event_ids(self) -> set[str]:
+        with self._lock:
+            return {delivery.webhook_id for delivery in self._deliveries}
+
+    def _attempt(self) -> _Behaviour:
+        """Count a POST and say how to treat it."""
+        with self._lock:
+            self._attempts += 1
+            if time.monotonic() >= self._behaviour.until:
+                self._behaviour = _Behaviour()
+            return self._behaviour
+
+    def _receive(self, headers: dict[str, str], body: bytes, connection: int) -> int:
+        """The status to answer a POST with, recording it if it verifies."""
+        behaviour = self._attempt()
+        if behaviour.delay:
+            time.sleep(behaviour.delay)
+        if behaviour.status is not None:
+            return behaviour.status
+        try:
+            message = self._webhook.verify(body, headers)
+        except WebhookVerificationError as error:
+            with self._lock:
+                self._rejections.append(str(error))
+            return 401
+        delivery = Delivery(webhook_id=headers["webhook-id"], timestamp=int(headers["webhook-timestamp"]),
+                            subject=headers.get("webhook-subject"), content_type=headers.get("content-type"),
+                            body=message, connection=connection)
+        with self._lock:
+            self._deliveries.append(delivery)
+        return 204
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, so the sender's connection reuse is exercised
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                self.send_response(receiver._receive(headers, body, self.client_address[1]))
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet: tests inspect the deliveries instead
+                pass
+
+        return Handler
