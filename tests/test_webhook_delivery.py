@@ -1,0 +1,152 @@
+"""Webhook delivery over real sockets: events/webhook.py posts to a receiver that verifies every signature with
+`standardwebhooks`, the way a consumer would; failures are classified for the bridge."""
+
+import base64
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+
+from contracts import events as subjects
+from events.delivery import DeliveryFailed, OutgoingEvent
+from events.webhook import WebhookDestination, signing_key
+from store.destinations import DestinationSettings
+from store.ids import new_id
+from tests.conftest import free_port
+from tests.webhook_receiver import WebhookReceiver
+
+pytestmark = pytest.mark.timeout(20)  # a guard: each test takes about a second at most
+
+SECRET = "correct horse battery staple ☃"  # plain text, not ASCII only
+TIMEOUT = 0.5
+
+
+def webhook(url: str, secret: str = SECRET) -> WebhookDestination:
+    return WebhookDestination(DestinationSettings(kind="WEBHOOK", endpoint=url, entity_path=None,
+                                                  shared_access_key_name=None, secret=secret), timeout=TIMEOUT)
+
+
+def some_events(count: int) -> list[OutgoingEvent]:
+    return [OutgoingEvent(event_id=new_id(), subject=subjects.INVENTORY_UPDATED, entity_id=new_id(),
+                          datetime=datetime.now(UTC), metadata=None) for _ in range(count)]
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    """A consumer that was given SECRET and uses it as the raw key, as the module documents."""
+    with WebhookReceiver(SECRET.encode()) as running:
+        yield running
+
+
+@pytest.fixture
+async def destination(receiver: WebhookReceiver) -> AsyncIterator[WebhookDestination]:
+    sender = webhook(receiver.url)
+    yield sender
+    await sender.close()
+
+
+async def refusal(destination: WebhookDestination, events: list[OutgoingEvent]) -> DeliveryFailed:
+    with pytest.raises(DeliveryFailed) as failure:
+        await destination.deliver(events)
+    assert SECRET not in str(failure.value)
+    return failure.value
+
+
+async def test_events_arrive_in_order_signed_with_their_kind_and_spec_body(
+        receiver: WebhookReceiver, destination: WebhookDestination) -> None:
+    at = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+    capture = OutgoingEvent(new_id(), subjects.ORDER_READY_FOR_PAYMENT_CAPTURE, new_id(), at, {"captureId": new_id()})
+    brands = OutgoingEvent(new_id(), subjects.REFERENCE_LISTS["brands"], None, at, None)
+    events = [*some_events(30), capture, brands]
+    await destination.deliver(events)
+    await destination.deliver(some_events(3))  # a later call reuses the kept-alive connection too
+
+    arrived = receiver.deliveries
+    assert receiver.rejections == []
+    assert [d.webhook_id for d in arrived[:len(events)]] == [e.event_id for e in events]
+    assert [d.subject for d in arrived[:len(events)]] == [e.subject for e in events]
+    assert [d.body for d in arrived[:len(events)]] == [orjson.loads(e.body()) for e in events]
+    assert arrived[len(events) - 2].body == {"entityId": capture.entity_id, "eventId": capture.event_id,
+                                             "datetime": "2026-11-21T02:00:00Z", "metadata": capture.metadata}
+    assert arrived[len(events) - 1].body == {"entityId": None, "eventId": brands.event_id,
+                                             "datetime": "2026-11-21T02:00:00Z"}
+    assert {d.content_type for d in arrived} == {"application/json"}
+    assert len({d.connection for d in arrived}) == 1
+    assert receiver.attempts == len(arrived) == len(events) + 3
+
+
+async def test_a_standard_whsec_secret_signs_with_the_key_it_encodes() -> None:
+    key = secrets.token_bytes(24)
+    standard = "whsec_" + base64.b64encode(key).decode()
+    with WebhookReceiver(standard) as receiver:  # the consumer passes the string to its library as it is
+        sender = webhook(receiver.url, standard)
+        try:
+            await sender.deliver(some_events(2))
+        finally:
+            await sender.close()
+        assert len(receiver.deliveries) == 2 and receiver.rejections == []
+
+
+@pytest.mark.parametrize("secret, key", [
+    ("whsec_" + base64.b64encode(b"sixteen byte key").decode(), b"sixteen byte key"),
+    ("whsec_" + base64.b64encode(b"sixteen byte key!").decode().rstrip("="), b"sixteen byte key!"),
+    ("whsec_ is not base64 at all", b"whsec_ is not base64 at all"),
+    ("plain secret, any text ☃", "plain secret, any text ☃".encode()),
+])
+def test_signing_key(secret: str, key: bytes) -> None:
+    assert signing_key(secret) == key
+
+
+async def test_a_receiver_holding_another_secret_refuses_it_as_credentials(receiver: WebhookReceiver) -> None:
+    sender = webhook(receiver.url, SECRET + "!")  # one character off: the signature must not verify
+    try:
+        failure = await refusal(sender, some_events(2))
+    finally:
+        await sender.close()
+    assert (failure.credentials, failure.transient) == (True, False)
+    assert receiver.deliveries == [] and receiver.rejections == ["No matching signature found"]
+
+
+@pytest.mark.parametrize("status, credentials, transient", [
+    (401, True, False), (403, True, False),
+    (500, False, True), (502, False, True), (503, False, True), (408, False, True), (429, False, True),
+    (400, False, False), (404, False, False), (410, False, False), (413, False, False), (308, False, False),
+])
+async def test_failing_answers_are_classified_and_stop_the_sequence(
+        receiver: WebhookReceiver, destination: WebhookDestination,
+        status: int, credentials: bool, transient: bool) -> None:
+    receiver.fail_with(status)
+    event = some_events(3)
+    failure = await refusal(destination, event)
+    assert (failure.credentials, failure.transient) == (credentials, transient)
+    assert str(status) in str(failure) and event[0].event_id in str(failure)
+    assert receiver.attempts == 1  # the events after the refused one were not sent out of order
+
+
+async def test_a_retry_after_a_transient_failure_delivers_the_same_event_ids(
+        receiver: WebhookReceiver, destination: WebhookDestination) -> None:
+    events = some_events(3)
+    receiver.fail_with(503)
+    assert (await refusal(destination, events)).transient
+    receiver.behave()
+    await destination.deliver(events)
+    assert [d.webhook_id for d in receiver.deliveries] == [e.event_id for e in events]
+
+
+async def test_a_receiver_slower_than_the_timeout_is_transient(
+        receiver: WebhookReceiver, destination: WebhookDestination) -> None:
+    receiver.slow_down(TIMEOUT * 10)
+    failure = await refusal(destination, some_events(2))
+    assert failure.transient and not failure.credentials
+    assert "in time" in str(failure)
+
+
+async def test_nobody_listening_is_transient() -> None:
+    sender = webhook(f"http://127.0.0.1:{free_port()}/hooks")
+    try:
+        failure = await refusal(sender, some_events(1))
+    finally:
+        await sender.close()
+    assert failure.transient and not failure.credentials
