@@ -7,6 +7,7 @@ COPY ingest ingest
 COPY pipeline pipeline
 COPY serving serving
 COPY settings settings
+COPY events events
 COPY benchmarks benchmarks
 COPY store store
 RUN uv sync --locked --no-dev
