@@ -341,6 +341,21 @@ def test_every_problem_of_a_request_comes_with_its_path_and_nothing_changes(oper
     assert (len(held["receipts"]), held["shipments"], held["returnInvoices"]) == (1, [], [])
 
 
+def test_a_backordered_line_is_picked_only_once_the_stock_is_there(engine, operator, business, document,
+                                                                   unused_skus) -> None:
+    sku = _stocked(business, unused_skus, on_hand=1)
+    order = _open_order(business, _line(sku, 3))
+    assert order["lineItems"][0]["reservedQuantity"] == "1"  # the rest is backordered
+
+    short = operator.post(order["id"], "pick")
+    _refused(short, 400, "INSUFFICIENT_INVENTORY", document)
+    assert short.json()["details"]["skus"] == [{"skuId": sku.id, "skuNumber": sku.number, "quantity": "2"}]
+    assert operator.get(order["id"]).json()["receipts"] == []
+    adjust_stock(engine, business.tenant_id, "9002", sku.number, delta=Decimal(2))
+    assert operator.done(order["id"], "pick")["status"] == "DELIVERED"
+    assert _stock(engine, order["id"], sku.id) == (Decimal(0), Decimal(0))
+
+
 def test_unknown_orders_and_documents_are_404(operator, business, document, unused_skus) -> None:
     order = _open_order(business, _line(_stocked(business, unused_skus), 1))
     for missing in (new_id(), "999999999", "not-an-order"):
