@@ -22,8 +22,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from contracts import backoffice_schema
+from contracts.click_and_collect import Shortages
 from contracts.formats import DECIMAL, TEXT, key_problem
-from contracts.models import DecimalString, Id, Instant, Shape
+from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape
 
 LOCATION_TYPES = ("WAREHOUSE", "RETAIL_STORE")
 DESTINATION_KINDS = ("SERVICE_BUS", "WEBHOOK")
@@ -231,3 +232,29 @@ class WebhookDestinationAnswer(_DestinationAnswer):
 class EventDestination(RootModel[Annotated[ServiceBusDestinationAnswer | WebhookDestinationAnswer,
                                            Field(discriminator="kind")]]):
     """The stored destination; its secret is never returned."""
+
+
+# The order operations' refusals (serving/routes/admin_api.py); the order record itself is contracts.orders.Order.
+
+
+class PickRefusedError(Error):
+    """Nothing was picked. INVALID_REQUEST: every problem of the request with its path (details.errors), such as a
+    line item the order does not have or more units than are open; INSUFFICIENT_INVENTORY: the order's warehouse
+    lacks the units a backordered line still needs (details.skus); BAD_REQUEST: the body is not JSON."""
+
+    error: Literal["INVALID_REQUEST", "INSUFFICIENT_INVENTORY", "BAD_REQUEST"]
+    details: Shortages | Problems | None = Field(None, description="Absent with BAD_REQUEST.")
+
+
+class OrderNotOpenError(Error):
+    """ORDER_NOT_OPEN: the order's status does not allow it (not processed yet, cancelled, delivered), or it has
+    nothing left to do; nothing changed."""
+
+    error: Literal["ORDER_NOT_OPEN"]
+
+
+class ShipRefusedError(Error):
+    """Nothing was shipped. CAPTURE_NOT_CONFIRMED: the capture's payment is PENDING or FAILED; RECEIPT_ALREADY_SHIPPED:
+    the receipt has its shipment."""
+
+    error: Literal["CAPTURE_NOT_CONFIRMED", "RECEIPT_ALREADY_SHIPPED"]

@@ -1,7 +1,7 @@
 """`pia admin`: tenants, API clients, signing and secret keys, back-office data and the audit trail.
 
 Output is JSON, so operators can read it and scripts can parse it. The back-office commands (load, stock adjust,
-release-store, event destinations) go through a running server's admin API when given --url (or PIA_ADMIN_URL),
+release-store, event destinations, order) go through a running server's admin API when given --url (or PIA_ADMIN_URL),
 so they work while `pia serve` holds the embedded DuckDB file; without it they run the same operations on the
 database directly.
 """
@@ -259,6 +259,11 @@ def _perform(tenant_id: str, url: str | None, credentials_file: Path | None, met
     _echo(answer)
 
 
+def _body(**fields: Any) -> dict[str, Any]:
+    """A request body of the options given (None: not given, left out)."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def _fail(body: Any) -> NoReturn:
     click.echo(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode(), err=True)
     sys.exit(1)
@@ -297,9 +302,8 @@ def stock_adjust_command(tenant_id: str, location_number: str, location_type: st
                          delta: str | None, on_hand: str | None, reason: str | None, url: str | None,
                          credentials_file: Path | None) -> None:
     """Adjust on hand of a SKU at a location; refuses negative stock or less than is reserved."""
-    body = {"locationNumber": location_number, "locationType": location_type, "skuNumber": sku_number,
-            "onHandDelta": delta, "onHand": on_hand, "reason": reason}
-    body = {name: value for name, value in body.items() if value is not None}
+    body = _body(locationNumber=location_number, locationType=location_type, skuNumber=sku_number,
+                 onHandDelta=delta, onHand=on_hand, reason=reason)
     _perform(tenant_id, url, credentials_file, "POST", "/stock_adjustments", body,
              lambda engine: admin_operations.adjust(engine, tenant_id, body))
 
@@ -332,11 +336,10 @@ def set_event_destination_command(tenant_id: str, ecom_store_id: str, kind: str,
     """Set where an eCom store's events go; the secret is never taken on the command line or printed."""
     secret = secret_file.read().strip() if secret_file else click.prompt("Secret", hide_input=True)
     if kind == "SERVICE_BUS":
-        body = {"kind": kind, "endpoint": endpoint, "entityPath": entity_path, "sharedAccessKeyName": key_name,
-                "sharedAccessKey": secret}
+        body = _body(kind=kind, endpoint=endpoint, entityPath=entity_path, sharedAccessKeyName=key_name,
+                     sharedAccessKey=secret)
     else:
-        body = {"kind": kind, "url": webhook_url, "secret": secret}
-    body = {name: value for name, value in body.items() if value is not None}
+        body = _body(kind=kind, url=webhook_url, secret=secret)
     _perform(tenant_id, url, credentials_file, "PUT", f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination",
              body, lambda engine: admin_operations.put_destination(engine, _secret_box(engine), tenant_id,
                                                                     ecom_store_id, body))
@@ -351,6 +354,103 @@ def event_destination_command(tenant_id: str, ecom_store_id: str, url: str | Non
     """Show an eCom store's event destination (never its secret)."""
     _perform(tenant_id, url, credentials_file, "GET", f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination",
              None, lambda engine: admin_operations.show_destination(engine, tenant_id, ecom_store_id))
+
+
+@admin.group("order")
+def order() -> None:
+    """Move an order through picking, shipping, returns and cancelling; each prints the order record after it."""
+
+
+def _order_path(order_key: str, action: str = "") -> str:
+    return f"/orders/{quote(order_key, safe='')}{action}"
+
+
+def _line_units(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> list[dict[str, str]] | None:
+    """--line LINE_ITEM_ID=QTY, as the request's lines (None: none given); the operation checks the quantity and
+    names it by its path (lines[0].quantity is the first --line)."""
+    lines = []
+    for value in values:
+        line_item_id, separator, quantity = value.partition("=")
+        if not (separator and line_item_id.strip() and quantity.strip()):
+            raise click.BadParameter(f"{value!r} is not LINE_ITEM_ID=QTY")
+        lines.append({"lineItemId": line_item_id.strip(), "quantity": quantity.strip()})
+    return lines or None
+
+
+def _lines_option(command: Callable[..., None]) -> Callable[..., None]:
+    return click.option("--line", "lines", multiple=True, callback=_line_units, metavar="LINE_ITEM_ID=QTY",
+                        help="Units of one line item (repeat for more); without it, every unit there is.")(command)
+
+
+
+
+@order.command("show")
+@click.argument("order_key", metavar="ORDER")
+@click.option("--tenant", "tenant_id", required=True)
+@_api_options
+def order_show_command(order_key: str, tenant_id: str, url: str | None, credentials_file: Path | None) -> None:
+    """Show the order (id or number) with its documents."""
+    _perform(tenant_id, url, credentials_file, "GET", _order_path(order_key), None,
+             lambda engine: admin_operations.show_order(engine, tenant_id, order_key))
+
+
+@order.command("pick")
+@click.argument("order_key", metavar="ORDER")
+@click.option("--tenant", "tenant_id", required=True)
+@_lines_option
+@_api_options
+def order_pick_command(order_key: str, tenant_id: str, lines: list[dict[str, str]] | None, url: str | None,
+                       credentials_file: Path | None) -> None:
+    """Pick units: a capture on an eCom store with payment capture, else a receipt and invoice."""
+    body = _body(lines=lines)
+    _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/pick"), body,
+             lambda engine: admin_operations.pick_order(engine, tenant_id, order_key, body))
+
+
+@order.command("ship")
+@click.argument("order_key", metavar="ORDER")
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--receipt", "receipt_id", help="The receipt to ship.")
+@click.option("--capture", "capture_id", help="Ship the receipt of this CONFIRMED capture.")
+@click.option("--carrier")
+@click.option("--tracking-number")
+@_api_options
+def order_ship_command(order_key: str, tenant_id: str, receipt_id: str | None, capture_id: str | None,
+                       carrier: str | None, tracking_number: str | None, url: str | None,
+                       credentials_file: Path | None) -> None:
+    """Ship a receipt (give --receipt or --capture)."""
+    if (receipt_id is None) == (capture_id is None):
+        raise click.UsageError("give exactly one of --receipt and --capture")
+    body = _body(receiptId=receipt_id, captureId=capture_id, carrier=carrier, trackingNumber=tracking_number)
+    _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/ship"), body,
+             lambda engine: admin_operations.ship_order(engine, tenant_id, order_key, body))
+
+
+@order.command("return")
+@click.argument("order_key", metavar="ORDER")
+@click.option("--tenant", "tenant_id", required=True)
+@_lines_option
+@click.option("--invoice", "invoice_id", help="Return against this invoice only (default: oldest first).")
+@_api_options
+def order_return_command(order_key: str, tenant_id: str, lines: list[dict[str, str]] | None, invoice_id: str | None,
+                         url: str | None, credentials_file: Path | None) -> None:
+    """Take delivered units back: a return invoice and an OPEN refund per invoice; units back on hand."""
+    body = _body(lines=lines, invoiceId=invoice_id)
+    _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/returns"), body,
+             lambda engine: admin_operations.return_order_units(engine, tenant_id, order_key, body))
+
+
+@order.command("cancel")
+@click.argument("order_key", metavar="ORDER")
+@click.option("--tenant", "tenant_id", required=True)
+@_lines_option
+@_api_options
+def order_cancel_command(order_key: str, tenant_id: str, lines: list[dict[str, str]] | None, url: str | None,
+                         credentials_file: Path | None) -> None:
+    """Cancel open units (the whole order when nothing was delivered); their reservation is released."""
+    body = _body(lines=lines)
+    _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/cancel"), body,
+             lambda engine: admin_operations.cancel_order(engine, tenant_id, order_key, body))
 
 
 @admin.command("audit")

@@ -10,12 +10,17 @@ import sqlalchemy as sa
 
 from contracts.admin import DESTINATION_MODELS, DestinationKind, StockAdjustment
 from contracts.errors import InvalidRequest, NotFound
+from contracts.orders import OrderLinesRequest, ReturnRequest, ShipRequest
 from contracts.rendering import decimal, instant
+from serving.routes.orders import order_json
 from serving.routes.stores import retail_store_json
 from serving.validation import validated
 from store.backoffice import DocumentInvalid, load_document
 from store.destinations import DestinationSettings, EventDestination, get_destination, set_destination
+from store.fulfilment import cancel, pick, ship
+from store.orders import read_order
 from store.reference import release_retail_store
+from store.returns import return_units
 from store.secrets import SecretBox
 from store.stock import StockLevel, StockNotFound, StockRefused, adjust_stock
 
@@ -95,3 +100,36 @@ def destination_json(stored: EventDestination) -> dict[str, Any]:
         target = {"url": stored.endpoint}
     return {"ecomStoreId": stored.ecom_store_id, "kind": stored.kind, **target, "secretSet": True,
             "modifiedTime": instant(stored.modified_time)}
+
+
+# Orders: each change runs in its own transaction on the locked order (store/fulfilment.py, store/returns.py) and
+# answers with the order record as it then stands, documents included. Any eCom store's order of the tenant.
+
+
+def show_order(engine: sa.Engine, tenant_id: str, order_key: str) -> dict[str, Any]:
+    held = read_order(engine, tenant_id, None, order_key)
+    if held is None:
+        raise NotFound(f"No order {order_key}.")
+    return order_json(held)
+
+
+def pick_order(engine: sa.Engine, tenant_id: str, order_key: str, body: Any) -> dict[str, Any]:
+    request = validated(OrderLinesRequest, body)
+    return show_order(engine, tenant_id, pick(engine, tenant_id, order_key, request.lines))
+
+
+def ship_order(engine: sa.Engine, tenant_id: str, order_key: str, body: Any) -> dict[str, Any]:
+    request = validated(ShipRequest, body)
+    return show_order(engine, tenant_id, ship(engine, tenant_id, order_key, receipt_id=request.receiptId,
+                                              capture_id=request.captureId, carrier=request.carrier,
+                                              tracking_number=request.trackingNumber))
+
+
+def return_order_units(engine: sa.Engine, tenant_id: str, order_key: str, body: Any) -> dict[str, Any]:
+    request = validated(ReturnRequest, body)
+    return show_order(engine, tenant_id, return_units(engine, tenant_id, order_key, request.lines, request.invoiceId))
+
+
+def cancel_order(engine: sa.Engine, tenant_id: str, order_key: str, body: Any) -> dict[str, Any]:
+    request = validated(OrderLinesRequest, body)
+    return show_order(engine, tenant_id, cancel(engine, tenant_id, order_key, request.lines))

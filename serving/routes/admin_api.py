@@ -13,11 +13,15 @@ from contracts.admin import (
     EventDestination,
     EventDestinationRequest,
     LoadReport,
+    OrderNotOpenError,
+    PickRefusedError,
     ReleasedRetailStore,
+    ShipRefusedError,
     StockAdjustment,
     StockLevel,
 )
 from contracts.models import InvalidRequestError, NotFoundError
+from contracts.orders import Order, OrderLinesRequest, ReturnRequest, ShipRequest
 from serving import admin_operations
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
@@ -32,6 +36,12 @@ protect(blueprint, "admin")
 async def _json() -> Any:
     # A back-office document can be megabytes: parsed off the event loop too.
     return await blocking(parse_json, await request.get_data())
+
+
+async def _optional_json() -> Any:
+    """A small body where sending none means `{}` (the whole order: every open or returnable unit)."""
+    raw = await request.get_data()
+    return parse_json(raw) if raw else {}
 
 
 @blueprint.post("/backoffice")
@@ -80,3 +90,66 @@ async def put_event_destination(tenantId: str, eComStoreId: str) -> Response:
 async def get_event_destination(tenantId: str, eComStoreId: str) -> Response:
     return json_response(await blocking(admin_operations.show_destination, services().engine, tenantId,
                                         eComStoreId))
+
+
+@blueprint.get("/orders/<orderIdOrNumber>")
+@document_response(Order, 200)
+@document_response(NotFoundError, 404)
+async def get_order(tenantId: str, orderIdOrNumber: str) -> Response:
+    """Any eCom store's order of the tenant, by id or number, with its documents."""
+    return json_response(await blocking(admin_operations.show_order, services().engine, tenantId, orderIdOrNumber))
+
+
+@blueprint.post("/orders/<orderIdOrNumber>/pick")
+@document_request(OrderLinesRequest)
+@document_response(Order, 200)
+@document_response(PickRefusedError, 400)
+@document_response(NotFoundError, 404)
+@document_response(OrderNotOpenError, 409)
+async def pick_order(tenantId: str, orderIdOrNumber: str) -> Response:
+    """Pick units (no body or no lines: every open unit). With payment capture on the eCom store: a PENDING capture
+    and OrderReadyForPaymentCapture; otherwise a receipt with its invoice, the units leave stock, OrderFulfilled."""
+    body = await _optional_json()
+    return json_response(await blocking(admin_operations.pick_order, services().engine, tenantId, orderIdOrNumber,
+                                        body))
+
+
+@blueprint.post("/orders/<orderIdOrNumber>/ship")
+@document_request(ShipRequest)
+@document_response(Order, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
+@document_response(ShipRefusedError, 409)
+async def ship_order(tenantId: str, orderIdOrNumber: str) -> Response:
+    """Ship a receipt, named or by its CONFIRMED capture: a shipment and OrderShipped."""
+    body = await _json()
+    return json_response(await blocking(admin_operations.ship_order, services().engine, tenantId, orderIdOrNumber,
+                                        body))
+
+
+@blueprint.post("/orders/<orderIdOrNumber>/returns")
+@document_request(ReturnRequest)
+@document_response(Order, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
+@document_response(OrderNotOpenError, 409)
+async def return_order_units(tenantId: str, orderIdOrNumber: str) -> Response:
+    """Take delivered units back (no body or no lines: every unit not yet returned): per invoice a return invoice
+    and an OPEN refund with OrderReadyForRefund; the units go back on hand."""
+    body = await _optional_json()
+    return json_response(await blocking(admin_operations.return_order_units, services().engine, tenantId,
+                                        orderIdOrNumber, body))
+
+
+@blueprint.post("/orders/<orderIdOrNumber>/cancel")
+@document_request(OrderLinesRequest)
+@document_response(Order, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
+@document_response(OrderNotOpenError, 409)
+async def cancel_order(tenantId: str, orderIdOrNumber: str) -> Response:
+    """Cancel open units (no body or no lines: every open unit, which cancels an order nothing was delivered of);
+    their reservation is released with InventoryUpdated."""
+    body = await _optional_json()
+    return json_response(await blocking(admin_operations.cancel_order, services().engine, tenantId,
+                                        orderIdOrNumber, body))
