@@ -4,7 +4,7 @@ Decimals arrive as strings or numbers; amounts go out as canonical decimal strin
 """
 
 from decimal import Decimal
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -257,7 +257,10 @@ class LineUnits(Shape):
 
 
 class OrderLinesRequest(Shape):
-    """Units per line item; without `lines`, every unit the operation can take."""
+    """Units per line item; without `lines` (or without a body), every unit the operation can take."""
+
+    # serving/openapi.py documents the body of such a model as optional.
+    optional_body: ClassVar[bool] = True
 
     lines: Annotated[list[LineUnits], Field(min_length=1, max_length=MAX_LINES)] | None = None
 

@@ -36,6 +36,8 @@ from serving.protection import protected_scope
 
 T = TypeVar("T", bound=Callable[..., Any])
 _MEDIA_TYPES_ATTRIBUTE = "_pia_request_media_types"
+# A request model with this class attribute set documents its body as optional (every field is optional too).
+OPTIONAL_BODY = "optional_body"
 _REF_TEMPLATE = "#/components/schemas/{model}"
 
 
@@ -127,7 +129,9 @@ class ContractProvider(OpenAPIProvider):
         media_type = {DataSource.JSON: "application/json", DataSource.FORM_MULTIPART: "multipart/form-data"}.get(
             source, "application/x-www-form-urlencoded")
         schema = self._schemas[(model, "validation")]
-        return {"required": True, "content": {media_type: {"schema": schema}}}, {}
+        # A model whose every field is optional may say the body itself may be left out (OPTIONAL_BODY).
+        required = not getattr(model, OPTIONAL_BODY, False)
+        return {"required": required, "content": {media_type: {"schema": schema}}}, {}
 
     def build_response_object(self, model: Any, headers_model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         schema = self._schemas[(model, "serialization")]
