@@ -32,7 +32,7 @@ from tests.conftest import free_port
 DATA_SECTION = 0x75
 MAX_MESSAGE_SIZE = 262_144  # the Standard tier's limit, advertised on the attach
 CREDIT = 100
-# Service Bus's errors carry an info map; the SDK reads the field without checking it is there.
+# The SDK reads an AMQP error's info field without checking it is there, and proton leaves out a null one.
 _TRACKING = {symbol("com.microsoft:tracking-id"): "servicebus-peer"}
 
 
@@ -81,6 +81,12 @@ def _messages(payload: bytes) -> list[Message]:
     return messages
 
 
+def _covers(resource: str, audience: str) -> bool:
+    """A token's resource URI covers itself and everything under it; Service Bus compares them ignoring case."""
+    resource, audience = resource.lower().rstrip("/"), audience.lower().rstrip("/")
+    return audience == resource or audience.startswith(resource + "/")
+
+
 def _received(transfer: int, message: Message) -> ReceivedMessage:
     def text(value: object) -> str | None:
         return None if value is None else str(value)  # proton hands message ids and symbols as their own types
@@ -91,7 +97,7 @@ def _received(transfer: int, message: Message) -> ReceivedMessage:
 
 
 class _ServiceBus(Handler):
-    """The proton event handler; runs only on the container's thread, `state` is guarded by the peer's lock."""
+    """The proton event handler, on the container's thread; what the tests read goes through the peer's lock."""
 
     def __init__(self, peer: "ServiceBusPeer") -> None:
         super().__init__()
@@ -237,7 +243,8 @@ class ServiceBusPeer:
         """Service Bus's verdict on a SAS token put for `audience`: (status code, description)."""
         scheme, _, encoded = token.partition(" ")
         fields = {name: values[0] for name, values in parse_qs(encoded).items()}
-        if scheme != "SharedAccessSignature" or not {"sr", "sig", "se", "skn"} <= fields.keys():
+        if (scheme != "SharedAccessSignature" or not {"sr", "sig", "se", "skn"} <= fields.keys()
+                or not fields["se"].isdigit()):
             return 401, "InvalidToken: The token is not a shared access signature."
         if fields["skn"] != self.key_name:
             return 401, "InvalidSignature: The token has an invalid signature."
@@ -246,12 +253,17 @@ class ServiceBusPeer:
             return 401, "InvalidSignature: The token has an invalid signature."
         if int(fields["se"]) <= time.time():
             return 401, "ExpiredToken: The token is expired."
-        if not audience.lower().startswith(fields["sr"].lower()):
+        if not _covers(fields["sr"], audience):
             return 401, "InvalidAudience: The token audience does not cover the resource."
         entity = urlparse(audience).path.strip("/")
         if entity and entity not in self.queues:
             return 404, f"The messaging entity '{audience}' could not be found."
         return 202, "Accepted"
+
+    def statuses(self) -> list[int]:
+        """The status code of every put-token answered so far."""
+        with self.lock:
+            return [check.status_code for check in self.token_checks]
 
     def received(self, entity: str) -> list[ReceivedMessage]:
         with self.lock:

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 
 import orjson
 import pytest
+from proton import Message
+from proton.utils import BlockingConnection, LinkDetached
 
 from contracts import events as subjects
 from events.delivery import DeliveryFailed, OutgoingEvent
@@ -74,7 +76,7 @@ async def test_events_arrive_in_order_with_subject_id_content_type_and_body(peer
     assert bodies[21]["metadata"] == {"captureId": "capture-1"}
     transfers = [message.transfer for message in peer.received("events")]
     assert len(set(transfers[:22])) == 1 and len(set(transfers[22:])) == 1  # one batch per delivery
-    assert [check.status_code for check in peer.token_checks] == [202]  # signed in once, the link kept open
+    assert peer.statuses() == [202]  # signed in once, the link kept open
     assert peer.received("orders") == []
 
 
@@ -117,7 +119,7 @@ async def test_refused_credentials_fail_as_credentials_and_deliver_nothing(peer:
         await sink.close()
     assert failure.value.credentials and not failure.value.transient
     assert "401" in str(failure.value) and key not in str(failure.value)
-    assert [check.status_code for check in peer.token_checks] == [401]
+    assert peer.statuses() == [401]
     assert peer.received("events") == []
 
 
@@ -168,11 +170,18 @@ async def test_a_peer_that_never_answers_fails_transiently_within_the_timeout() 
     assert failure.value.transient and not failure.value.credentials
 
 
+def test_settings_without_an_entity_path_or_key_name_are_refused() -> None:
+    for entity_path, key_name in [(None, KEY_NAME), ("events", None)]:
+        settings = DestinationSettings("SERVICE_BUS", "pia-test.servicebus.windows.net", entity_path, key_name, KEY)
+        with pytest.raises(ValueError, match="entity path and a shared access key name"):
+            ServiceBusDestination.from_settings(settings)
+
+
 async def test_nothing_to_deliver_opens_no_connection(peer: ServiceBusPeer) -> None:
     sink = destination(peer)
     await sink.deliver([])
     await sink.close()
-    assert peer.token_checks == []
+    assert peer.statuses() == []
 
 
 # Fixed vectors of Microsoft's documented algorithm (service-bus-sas, "Generate a SAS token"): HMAC-SHA256 keyed with
@@ -210,5 +219,21 @@ def test_the_peer_refuses_expired_tokens_and_tokens_for_another_entity() -> None
         401, "ExpiredToken: The token is expired.")
     orders = f"sb://127.0.0.1:{peer.port}/orders"
     assert peer.check_token(sas_token(audience, KEY_NAME, KEY, later), orders)[0] == 401
+    assert peer.check_token(sas_token(audience, KEY_NAME, KEY, later), audience + "-archive")[0] == 401
     namespace = f"sb://127.0.0.1:{peer.port}/"  # a namespace-wide token covers every entity
     assert peer.check_token(sas_token(namespace, KEY_NAME, KEY, later), orders)[0] == 202
+
+
+@pytest.mark.parametrize(("entity", "condition"), [("events", "amqp:unauthorized-access"),
+                                                   ("no-such-queue", "amqp:not-found")])
+def test_the_peer_refuses_a_send_link_without_a_token_or_to_an_unknown_entity(peer: ServiceBusPeer, entity: str,
+                                                                              condition: str) -> None:
+    """A plain AMQP client (proton's) that skips the put-token, as Service Bus would see it."""
+    connection = BlockingConnection(f"127.0.0.1:{peer.port}", timeout=TIMEOUT, allowed_mechs="ANONYMOUS")
+    try:
+        with pytest.raises(LinkDetached) as refused:
+            connection.create_sender(entity).send(Message(body=b"{}"))
+    finally:
+        connection.close()
+    assert refused.value.condition == condition
+    assert peer.received("events") == []
