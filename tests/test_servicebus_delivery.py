@@ -132,6 +132,7 @@ async def test_an_unknown_entity_fails_for_good(peer: ServiceBusPeer) -> None:
         await sink.close()
     assert not failure.value.transient and not failure.value.credentials
     assert "no-such-queue" in str(failure.value)
+    assert peer.statuses() == [404]  # Service Bus answers for a missing entity at sign-in
     assert peer.received("events") == [] and peer.received("orders") == []
 
 
