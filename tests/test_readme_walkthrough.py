@@ -67,9 +67,10 @@ def test_the_readme_walkthrough_takes_an_order_through_its_life(demo: Path) -> N
     run = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    states = [ast.literal_eval(line) for line in run.stdout.splitlines() if line.startswith("('")]
-    documents = [{name: values for name, values in state[1].items() if values} for state in states]
-    assert [state[0] for state in states] == ["OPEN", "OPEN", "DELIVERED", "DELIVERED", "DELIVERED", "DELIVERED"]
+    # Each `state` prints the status, then the document lists: "OPEN {'captures': [], ...}".
+    states = [line.split(" ", 1) for line in run.stdout.splitlines() if " {'captures'" in line]
+    documents = [{name: values for name, values in ast.literal_eval(lists).items() if values} for _, lists in states]
+    assert [status for status, _ in states] == ["OPEN", "OPEN", "DELIVERED", "DELIVERED", "DELIVERED", "DELIVERED"]
     assert documents[0] == {}
     assert documents[1] == {"captures": ["PENDING"]}
     assert documents[2].keys() == {"captures", "receipts", "invoices"} and documents[2]["captures"] == ["CONFIRMED"]
