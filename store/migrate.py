@@ -1,5 +1,6 @@
 """`pia db upgrade`: create or migrate the schema with Alembic, keeping the data."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -30,3 +31,18 @@ def current_revision(engine: sa.Engine) -> str | None:
 
 def head_revision() -> str | None:
     return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def altering_indexed_table(table: str, indexes: dict[str, list[str]], change: Callable[[], None]) -> None:
+    """Run a migration's `change` to `table` (adding or dropping a column). DuckDB refuses to alter a table that
+    has an index, so there its `indexes` (name → columns) are dropped around the change and made again."""
+    from alembic import op  # only inside a migration's context
+
+    on_duckdb = op.get_bind().dialect.name == "duckdb"
+    if on_duckdb:
+        for name in indexes:
+            op.drop_index(name, table_name=table)
+    change()
+    if on_duckdb:
+        for name, columns in indexes.items():
+            op.create_index(name, table, columns)

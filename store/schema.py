@@ -378,8 +378,35 @@ event_outbox = sa.Table(
     sa.Column("entity_id", sa.String(36)),  # null for schema events
     _instant("datetime"),
     sa.Column("metadata", sa.Text),  # JSON object of strings, or null
-    _instant("published_time", nullable=True),
+    _instant("published_time", nullable=True),  # sent to Kafka (the relay); unused without Kafka
+    _instant("delivered_time", nullable=True),  # accepted by the eCom store's destination (the bridge)
+    # Failed delivery attempts so far, the last failure, and when the bridge gave up (the dead letters).
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_error", sa.Text),
+    _instant("dead_letter_time", nullable=True),
     sa.Index(None, "tenant_id", "ecom_store_id", "event_id"),
+)
+# The relay's and the bridge's polls read only what is left to do: on PostgreSQL partial indexes hold just that.
+sa.Index("ix_event_outbox_unpublished", event_outbox.c.event_id,
+         postgresql_where=event_outbox.c.published_time.is_(None)).ddl_if(dialect="postgresql")
+sa.Index("ix_event_outbox_undelivered", event_outbox.c.ecom_store_id, event_outbox.c.event_id,
+         postgresql_where=sa.and_(event_outbox.c.delivered_time.is_(None),
+                                  event_outbox.c.dead_letter_time.is_(None))).ddl_if(dialect="postgresql")
+
+# How delivery to each eCom store's destination goes, for operators (admin API) and the backlog metric.
+event_delivery_state = sa.Table(
+    "event_delivery_state",
+    metadata,
+    _tenant(),
+    sa.Column("ecom_store_id", sa.String(36), primary_key=True),
+    sa.Column("last_delivered_event_id", sa.String(36)),
+    _instant("last_delivered_time", nullable=True),
+    sa.Column("consecutive_failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_error", sa.Text),
+    _instant("last_failure_time", nullable=True),
+    # The destination refused the credentials: retried only slowly until the back office fixes them.
+    sa.Column("credentials_refused", sa.Boolean, nullable=False, server_default=sa.false()),
+    _instant("modified_time"),
 )
 
 # The retail store's own line for a SKU; its values win over the local and base assortment defaults.

@@ -6,10 +6,10 @@ Revises: 0008
 Create Date: 2026-11-24 00:40:00
 """
 
-from collections.abc import Callable
-
 import sqlalchemy as sa
 from alembic import op
+
+from store.migrate import altering_indexed_table
 
 revision = "0009"
 down_revision = "0008"
@@ -25,21 +25,11 @@ def _decimal(name: str, nullable: bool = True) -> sa.Column:
     return sa.Column(name, sa.Numeric(precision=18, scale=4), nullable=nullable)
 
 
-_LINES_INDEX = "ix_order_lines_tenant_id_order_id"
-
-
-def _altering_order_lines(change: Callable[[], None]) -> None:
-    """DuckDB refuses to alter a table that has an index: drop it around the change."""
-    on_duckdb = op.get_bind().dialect.name == "duckdb"
-    if on_duckdb:
-        op.drop_index(_LINES_INDEX, table_name="order_lines")
-    change()
-    if on_duckdb:
-        op.create_index(_LINES_INDEX, "order_lines", ["tenant_id", "order_id"])
+_LINES_INDEXES = {"ix_order_lines_tenant_id_order_id": ["tenant_id", "order_id"]}
 
 
 def upgrade() -> None:
-    _altering_order_lines(lambda: op.add_column("order_lines", sa.Column(
+    altering_indexed_table("order_lines", _LINES_INDEXES, lambda: op.add_column("order_lines", sa.Column(
         "cancelled_quantity", sa.Numeric(precision=18, scale=4), server_default="0", nullable=False)))
     op.create_table(
         "order_documents",
@@ -82,4 +72,4 @@ def downgrade() -> None:
     op.drop_table("order_document_lines")
     op.drop_index(op.f("ix_order_documents_tenant_id_order_id"), table_name="order_documents")
     op.drop_table("order_documents")
-    _altering_order_lines(lambda: op.drop_column("order_lines", "cancelled_quantity"))
+    altering_indexed_table("order_lines", _LINES_INDEXES, lambda: op.drop_column("order_lines", "cancelled_quantity"))
