@@ -2,7 +2,7 @@
 
 from decimal import Decimal as D
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.amounts import (
@@ -18,6 +18,8 @@ from contracts.amounts import (
 )
 
 prices = st.decimals(min_value=D("0.01"), max_value=D("99999"), places=2)
+# Up to 4 places, as the store holds them: only then is a unit's share not a whole number of cents.
+fine_prices = st.one_of(prices, st.decimals(min_value=D("0.0001"), max_value=D("99999"), places=4))
 quantities = st.integers(min_value=1, max_value=50).map(D)
 vat_rates = st.sampled_from([D(0), D(12), D(15), D(25)])
 
@@ -82,3 +84,54 @@ def test_a_partial_document_is_pro_rata_and_the_last_takes_the_remainder():
     assert first == Amounts(D("66.67"), D("13.33"))
     second = document_share(line, D(3), D(2), first, D(1))
     assert second == Amounts(D("133.34"), D("26.67"))
+
+
+@settings(max_examples=500, deadline=None)  # the machine is shared; no timed assertions
+@given(fine_prices, quantities, vat_rates, st.data())
+def test_failed_documents_give_their_units_back_and_no_share_goes_negative(price, quantity, rate, data):
+    """Captures take units pro rata after the live ones; a FAILED one leaves the running total and its units are
+    taken again; some units may be cancelled. Then returns take the delivered units back against what the
+    receipts took (`whole`). No share is ever negative and the live shares never pass the line, or the whole."""
+    line = line_amounts(quantity, price, rate)
+    live: list[tuple[D, Amounts]] = []  # (units, share) of captures not FAILED
+    pending: list[int] = []  # indexes into `live` of captures waiting for their report
+    cancelled = D(0)
+
+    def running() -> tuple[D, Amounts]:
+        return sum((units for units, _ in live), D(0)), sum((share for _, share in live), NOTHING)
+
+    for turn in range(40):
+        taken, earlier = running()
+        still_open = quantity - cancelled - taken
+        moves = (["take", "cancel"] if still_open else []) + (["confirm", "fail"] if pending else [])
+        if turn > 30 and "fail" in moves:  # end with a report, so the sequence finishes
+            moves.remove("fail")
+        if not moves:
+            break
+        move = data.draw(st.sampled_from(moves))
+        if move == "take":
+            part = D(data.draw(st.integers(min_value=1, max_value=int(still_open))))
+            share = document_share(line, quantity, part, earlier, taken)
+            assert share.gross >= 0 and share.vat >= 0 and share.net >= 0
+            live.append((part, share))
+            pending.append(len(live) - 1)
+            _, now = running()
+            assert now.gross <= line.gross and now.vat <= line.vat and now.net <= line.net
+        elif move == "cancel":
+            cancelled += data.draw(st.integers(min_value=1, max_value=int(still_open)))
+        else:
+            index = pending.pop(data.draw(st.integers(min_value=0, max_value=len(pending) - 1)))
+            if move == "fail":
+                live[index] = (D(0), NOTHING)
+    # Captures still pending count as confirmed, units still open as cancelled: the line delivers no more.
+    delivered, receipts = running()
+    if not cancelled and delivered == quantity:
+        assert receipts == line
+
+    returned, refunds = D(0), NOTHING
+    while returned < delivered:
+        part = D(data.draw(st.integers(min_value=1, max_value=int(delivered - returned))))
+        share = document_share(line, quantity, part, refunds, returned, (delivered, receipts))
+        assert share.gross >= 0 and share.vat >= 0 and share.net >= 0
+        returned, refunds = returned + part, refunds + share
+    assert refunds == receipts
