@@ -74,6 +74,23 @@ class Settings(BaseSettings):
     admin_url: str = ""
     admin_client_id: str = ""
     admin_client_secret: SecretStr = SecretStr("")
+    # Change events. Kafka's bootstrap servers (host:port, comma-separated); empty is the embedded default, where
+    # the bridge inside `pia serve` reads the outbox directly and no broker is needed.
+    kafka_bootstrap_servers: str = ""
+    kafka_topic: str = "pia.events"
+    kafka_group_id: str = "pia-bridge"
+    # The relay (outbox → Kafka) wakes on PostgreSQL's NOTIFY; this slow poll is the safety net (and DuckDB's way).
+    relay_poll_seconds: float = 5.0
+    relay_batch_size: PositiveInt = 500
+    # The bridge (→ each eCom store's destination): a failing delivery is tried again after an exponential
+    # backoff with jitter, at most bridge_max_attempts times, then the event goes to the dead letters. A
+    # destination refusing its credentials is tried again only every bridge_credentials_retry_seconds.
+    bridge_max_attempts: PositiveInt = 8
+    bridge_retry_base_seconds: float = 1.0
+    bridge_retry_max_seconds: float = 300.0
+    bridge_credentials_retry_seconds: float = 300.0
+    bridge_batch_size: PositiveInt = 100
+    bridge_poll_seconds: float = 1.0
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False
     # Tests create (and drop) a fresh database per session through this server.
