@@ -166,8 +166,7 @@ def _stored(conn: sa.Connection, new: _NewOrder) -> HeldOrder:
     nothing is read back. An order with the same keys that committed since the checks is DuplicateOrder (an
     insert racing its commit on PostgreSQL fails in the unique keys, and `write_with_retries` runs this again)."""
     order = new.order
-    existing = conn.scalar(_duplicates(order["tenant_id"], order["ecom_store_id"], order["external_order_id"],
-                                       order["external_order_number"]))
+    existing = _duplicate_of(conn, order)
     if existing:
         raise DuplicateOrder(existing)
     number = _next_number(conn, order["tenant_id"])
@@ -183,26 +182,72 @@ def _problem(path: str, code: str, message: str) -> dict[str, str]:
     return {"path": path, "code": code, "message": message}
 
 
-def _duplicates(tenant_id: str, ecom_store_id: str, external_id: str, external_number: str) -> sa.Select:
-    """The id of the eCom store's order with either external key (the web shop's keys are unique per store)."""
-    return sa.select(orders.c.id).where(
-        orders.c.tenant_id == tenant_id, orders.c.ecom_store_id == ecom_store_id,
-        sa.or_(orders.c.external_order_id == external_id, orders.c.external_order_number == external_number)).limit(1)
+# The checks' statements are built once, with bound parameters: building and keying them per order cost about a
+# millisecond of Python.
+def _param(name: str, type_: type[sa.types.TypeEngine] = sa.String) -> sa.BindParameter:
+    return sa.bindparam(name, type_=type_)
+
+
+# The id of the eCom store's order with either external key (the web shop's keys are unique per store).
+_DUPLICATE = sa.select(orders.c.id).where(
+    orders.c.tenant_id == _param("tenant_id"), orders.c.ecom_store_id == _param("ecom_store_id"),
+    sa.or_(orders.c.external_order_id == _param("external_order_id"),
+           orders.c.external_order_number == _param("external_order_number"))).limit(1)
+
+# The eCom store with its company's currency, base price list and freight VAT rate, the id of an order the request
+# repeats (or null), and the given customer's id if it exists (null when unknown or not given).
+_STORE_CONTEXT = (
+    sa.select(ecom_stores, companies.c.currency_iso_code, companies.c.base_price_list_id, companies.c.freight_vat_rate,
+              _DUPLICATE.scalar_subquery().label("existing_order_id"),
+              sa.select(customers.c.id).where(customers.c.tenant_id == _param("tenant_id"),
+                                              customers.c.id == _param("customer_id"))
+              .scalar_subquery().label("known_customer_id"))
+    .join(companies, sa.and_(companies.c.tenant_id == _param("tenant_id"),
+                             companies.c.id == ecom_stores.c.company_id))
+    .where(ecom_stores.c.tenant_id == _param("tenant_id"), ecom_stores.c.id == _param("ecom_store_id")))
+
+
+def _sku_lookup() -> sa.Select:
+    """The SKUs (by id or number) in the store's base or local assortment, each with its price from the store's price
+    list, else the base one, and a row per released campaign of the company covering it on the day (or one row
+    without)."""
+    tenant = _param("tenant_id")
+    own, base = prices.alias("own"), prices.alias("base")
+
+    def price_in(price: sa.FromClause, price_list: str) -> sa.ColumnElement[bool]:
+        return sa.and_(price.c.tenant_id == tenant, price.c.price_list_id == _param(price_list),
+                       price.c.sku_id == skus.c.id)
+
+    covering = campaign_skus.join(campaigns, sa.and_(
+        campaigns.c.tenant_id == tenant, campaigns.c.id == campaign_skus.c.campaign_id,
+        campaigns.c.company_id == _param("company_id"), campaigns.c.released,
+        campaigns.c.valid_from <= _param("day", sa.Date), campaigns.c.valid_to >= _param("day", sa.Date)))
+    return (
+        sa.select(skus.c.id, skus.c.number, products.c.name,
+                  sa.func.coalesce(own.c.price, base.c.price).label("price"), campaigns.c.id.label("campaign_id"),
+                  campaigns.c.code, campaigns.c.campaign_type, campaign_skus.c.campaign_price)
+        .join(products, sa.and_(products.c.tenant_id == tenant, products.c.id == skus.c.product_id))
+        .outerjoin(own, price_in(own, "price_list_id"))
+        .outerjoin(base, price_in(base, "base_price_list_id"))
+        .outerjoin(covering, sa.and_(campaign_skus.c.tenant_id == tenant, campaign_skus.c.sku_id == skus.c.id))
+        .where(skus.c.tenant_id == tenant,
+               sa.or_(skus.c.id.in_(sa.bindparam("ids", expanding=True)),
+                      skus.c.number.in_(sa.bindparam("numbers", expanding=True))),
+               in_assortment(tenant, [_param("base_assortment_id"), _param("local_assortment_id")], skus.c.id)))
+
+
+_SKU_LOOKUP = _sku_lookup()
+
+
+def _duplicate_of(conn: sa.Connection, order: dict[str, Any]) -> str | None:
+    return conn.scalar(_DUPLICATE, {key: order[key] for key in (
+        "tenant_id", "ecom_store_id", "external_order_id", "external_order_number")})
 
 
 def _store_context(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: CreateOrder) -> sa.Row:
-    """The eCom store with its company's currency, base price list and freight VAT rate, the id of an order the
-    request repeats (or null) and whether the given customer exists: one statement."""
-    existing = _duplicates(tenant_id, ecom_store_id, request.externalOrderId, request.externalOrderNumber)
-    known_customer = (sa.select(customers.c.id).where(customers.c.tenant_id == tenant_id,
-                                                      customers.c.id == request.customerId).scalar_subquery()
-                      if request.customerId is not None else sa.null())
-    return conn.execute(
-        sa.select(ecom_stores, companies.c.currency_iso_code, companies.c.base_price_list_id,
-                  companies.c.freight_vat_rate, existing.scalar_subquery().label("existing_order_id"),
-                  known_customer.label("known_customer_id"))
-        .join(companies, sa.and_(companies.c.tenant_id == tenant_id, companies.c.id == ecom_stores.c.company_id))
-        .where(ecom_stores.c.tenant_id == tenant_id, ecom_stores.c.id == ecom_store_id)).one()
+    return conn.execute(_STORE_CONTEXT, {
+        "tenant_id": tenant_id, "ecom_store_id": ecom_store_id, "external_order_id": request.externalOrderId,
+        "external_order_number": request.externalOrderNumber, "customer_id": request.customerId}).one()
 
 
 def _customer(store: sa.Row, customer_id: str | None) -> str:
@@ -220,28 +265,12 @@ def _skus(conn: sa.Connection, tenant_id: str, store: sa.Row, lines: Sequence[Li
           day: date) -> list[_Sku]:
     """Each line's SKU, as the eCom store sees it, with its price and campaigns on `day` (one statement);
     SkuNotFound naming every one outside the assortment."""
-    ids = {line.skuId for line in lines if line.skuId}
-    numbers = {line.skuNumber for line in lines if line.skuNumber and not line.skuId}
-    own, base = prices.alias("own"), prices.alias("base")
-
-    def price_in(price: sa.FromClause, price_list: str | None) -> sa.ColumnElement[bool]:
-        return sa.and_(price.c.tenant_id == tenant_id, price.c.price_list_id == price_list,
-                       price.c.sku_id == skus.c.id)
-
-    covering = campaign_skus.join(campaigns, sa.and_(
-        campaigns.c.tenant_id == tenant_id, campaigns.c.id == campaign_skus.c.campaign_id,
-        campaigns.c.company_id == store.company_id, campaigns.c.released, campaigns.c.valid_from <= day,
-        campaigns.c.valid_to >= day))
-    rows = conn.execute(
-        sa.select(skus.c.id, skus.c.number, products.c.name,
-                  sa.func.coalesce(own.c.price, base.c.price).label("price"), campaigns.c.id.label("campaign_id"),
-                  campaigns.c.code, campaigns.c.campaign_type, campaign_skus.c.campaign_price)
-        .join(products, sa.and_(products.c.tenant_id == tenant_id, products.c.id == skus.c.product_id))
-        .outerjoin(own, price_in(own, store.price_list_id))
-        .outerjoin(base, price_in(base, store.base_price_list_id))
-        .outerjoin(covering, sa.and_(campaign_skus.c.tenant_id == tenant_id, campaign_skus.c.sku_id == skus.c.id))
-        .where(skus.c.tenant_id == tenant_id, sa.or_(skus.c.id.in_(sorted(ids)), skus.c.number.in_(sorted(numbers))),
-               in_assortment(tenant_id, [store.base_assortment_id, store.local_assortment_id], skus.c.id)))
+    rows = conn.execute(_SKU_LOOKUP, {
+        "tenant_id": tenant_id, "company_id": store.company_id, "day": day, "price_list_id": store.price_list_id,
+        "base_price_list_id": store.base_price_list_id, "base_assortment_id": store.base_assortment_id,
+        "local_assortment_id": store.local_assortment_id,
+        "ids": sorted({line.skuId for line in lines if line.skuId}),
+        "numbers": sorted({line.skuNumber for line in lines if line.skuNumber and not line.skuId})})
     by_id: dict[str, _Sku] = {}
     for row in rows:  # a row per campaign covering the SKU, or one without
         sku = by_id.setdefault(row.id, _Sku(row.id, row.number, row.name, row.price, []))
