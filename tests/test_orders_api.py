@@ -350,6 +350,43 @@ def test_fifty_concurrent_creates_of_one_order_make_exactly_one(shop: Shop, serv
     assert len(ids) == 1 and {existing for status, existing in statuses if status == 409} == {ids[0]}
 
 
+def test_the_answer_is_the_order_as_stored(shop: Shop) -> None:
+    normal = shop.campaign_skus("VINTERSALG")[0]
+    created = _accepted(shop, _order(
+        _line(shop.regular_sku(), 3, netUnitOrderDiscountAmount="1.25"),
+        _line(normal, price=normal.campaign_price, campaignCode="VINTERSALG"),
+        invoiceAddress={k: v for k, v in ADDRESS.items() if k != "phone"},
+        freight={"freightAmount": "59.5", "shippingMethodName": "Posten"}))
+    stored = shop.get(f"/orders/{created['id']}").json()
+
+    def unprocessed(order: dict[str, Any]) -> dict[str, Any]:  # what opening the order may have changed since
+        return {**order, "status": None, "lineItems": [{**line, "reservedQuantity": None}
+                                                       for line in order["lineItems"]]}
+
+    assert unprocessed(created) == unprocessed(stored)
+
+
+def test_concurrent_creations_take_consecutive_numbers(shop: Shop, server) -> None:
+    sku = shop.regular_sku()
+    bodies = [_order(_line(sku)) for _ in range(12)]
+    start, answers = threading.Barrier(24), []
+
+    def create(body: dict[str, Any]) -> None:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            start.wait()
+            answers.append(client.post(shop.prefix + "/orders", json=body, headers=shop.headers))
+
+    # Each order twice at once: a loser's number goes back with its transaction.
+    threads = [threading.Thread(target=create, args=(body,)) for body in bodies * 2]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert Counter(answer.status_code for answer in answers) == {202: 12, 409: 12}
+    numbers = sorted(int(answer.json()["number"]) for answer in answers if answer.status_code == 202)
+    assert numbers == list(range(numbers[0], numbers[0] + 12))
+
+
 def test_reads_by_id_or_number_only_for_the_owning_store(shop: Shop, business: Shop, document) -> None:
     order = _accepted(shop, _order(_line(shop.regular_sku())))
     by_number = shop.get(f"/orders/{order['number']}")
