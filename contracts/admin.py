@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 from contracts import backoffice_schema
 from contracts.click_and_collect import Shortages
 from contracts.formats import DECIMAL, TEXT, key_problem
+from contracts.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape
 
 LOCATION_TYPES = ("WAREHOUSE", "RETAIL_STORE")
@@ -232,6 +233,59 @@ class WebhookDestinationAnswer(_DestinationAnswer):
 class EventDestination(RootModel[Annotated[ServiceBusDestinationAnswer | WebhookDestinationAnswer,
                                            Field(discriminator="kind")]]):
     """The stored destination; its secret is never returned."""
+
+
+# Event delivery as operators see it (store/event_operations.py): per eCom store, and its dead letters.
+
+
+class EventDeliveryState(Shape):
+    """How delivery to the eCom store's destination goes. A store the bridge has not served yet shows nulls, 0 and
+    false."""
+
+    ecomStoreId: Id
+    backlog: int = Field(description="Events still to deliver: neither delivered nor dead-lettered.")
+    deadLetters: int = Field(description="Events the bridge gave up on; list and replay them under dead_letters.")
+    lastDeliveredEventId: Id | None
+    lastDeliveredTime: Instant | None
+    consecutiveFailures: int = Field(description="Failed deliveries since the last success.")
+    lastError: str | None = Field(description="The last failure's cause (NO_DESTINATION: events were discarded "
+                                              "because the store has no destination).")
+    lastFailureTime: Instant | None
+    credentialsRefused: bool = Field(description="The destination refused the credentials: delivery is tried "
+                                                 "again only slowly until the destination is set anew.")
+
+
+class DeadLetterQuery(Shape):
+    limit: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, description="Page size.")
+    after: Id | None = Field(None, description="nextAfter of the previous page.")
+
+
+class DeadLetterEntry(Shape):
+    eventId: Id
+    subject: str = Field(examples=["ProductUpdated"])
+    entityId: Id | None = Field(description="Null for schema events.")
+    datetime: Instant = Field(description="When the change was made (the event message's datetime).")
+    attempts: int
+    lastError: str | None
+    deadLetterTime: Instant
+
+
+class DeadLetters(Shape):
+    """Newest event first."""
+
+    items: list[DeadLetterEntry]
+    nextAfter: Id | None = Field(description="Pass as `after` for the next page; null on the last page.")
+
+
+class ReplayRequest(Shape):
+    """`eventIds`: replay these dead letters of the store; leave it out (`{}`) to replay all of them."""
+
+    eventIds: list[Id] | None = Field(None, max_length=MAX_PAGE_SIZE)
+
+
+class ReplayReport(Shape):
+    replayed: int = Field(description="Dead letters put back for delivery (named ids that are not dead letters of "
+                                      "the store are not counted).")
 
 
 # The order operations' refusals (serving/routes/admin_api.py); the order record itself is contracts.orders.Order.

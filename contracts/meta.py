@@ -1,8 +1,8 @@
 """Shapes of the open routes: health, OAuth 2.0 token endpoints and server metadata, signing keys."""
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, RootModel
 
 from contracts.models import Instant, Shape
 
@@ -33,6 +33,14 @@ class Health(Shape):
 
     status: Literal["ok", "unavailable"]
     checks: HealthChecks
+
+
+class Metrics(RootModel[str]):
+    """Prometheus text format (0.0.4), computed on each scrape: per eCom store of every tenant, labelled tenant_id
+    and ecom_store_id, the gauges pia_event_backlog (events still to deliver) and pia_event_dead_letters (events
+    the bridge gave up on). Open like /healthcheck: meant for the internal network, keep it off the public edge."""
+
+    response_media_type: ClassVar[str] = "text/plain; version=0.0.4"
 
 
 class JsonWebKey(Shape, extra="allow"):

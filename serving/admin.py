@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import click
 import duckdb
@@ -354,6 +354,55 @@ def event_destination_command(tenant_id: str, ecom_store_id: str, url: str | Non
     """Show an eCom store's event destination (never its secret)."""
     _perform(tenant_id, url, credentials_file, "GET", f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination",
              None, lambda engine: admin_operations.show_destination(engine, tenant_id, ecom_store_id))
+
+
+@admin.group("events")
+def events() -> None:
+    """Delivery of an eCom store's change events: its state, its dead letters, and replaying them."""
+
+
+def _events_path(ecom_store_id: str, rest: str) -> str:
+    return f"/ecom_stores/{quote(ecom_store_id, safe='')}{rest}"
+
+
+@events.command("status")
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--ecom-store", "ecom_store_id", required=True, help="eCom store id.")
+@_api_options
+def events_status_command(tenant_id: str, ecom_store_id: str, url: str | None, credentials_file: Path | None) -> None:
+    """Backlog, dead letters, last delivery and failures of the eCom store's events."""
+    _perform(tenant_id, url, credentials_file, "GET", _events_path(ecom_store_id, "/event_delivery"), None,
+             lambda engine: admin_operations.event_delivery(engine, tenant_id, ecom_store_id))
+
+
+@events.command("dead-letters")
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--ecom-store", "ecom_store_id", required=True, help="eCom store id.")
+@click.option("--limit", type=click.IntRange(min=1), help="Page size (default 1,000).")
+@click.option("--after", help="nextAfter of the previous page.")
+@_api_options
+def events_dead_letters_command(tenant_id: str, ecom_store_id: str, limit: int | None, after: str | None,
+                                url: str | None, credentials_file: Path | None) -> None:
+    """The events the bridge gave up on, newest first."""
+    query = _body(limit=None if limit is None else str(limit), after=after)
+    _perform(tenant_id, url, credentials_file, "GET", _events_path(ecom_store_id, f"/dead_letters?{urlencode(query)}"),
+             None, lambda engine: admin_operations.list_dead_letters(engine, tenant_id, ecom_store_id, query))
+
+
+@events.command("replay")
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--ecom-store", "ecom_store_id", required=True, help="eCom store id.")
+@click.option("--event", "event_ids", multiple=True, help="A dead letter's event id (repeat for more).")
+@click.option("--all", "replay_all", is_flag=True, help="Every dead letter of the eCom store.")
+@_api_options
+def events_replay_command(tenant_id: str, ecom_store_id: str, event_ids: tuple[str, ...], replay_all: bool,
+                          url: str | None, credentials_file: Path | None) -> None:
+    """Deliver dead letters again, from their first attempt; prints how many were replayed."""
+    if bool(event_ids) == replay_all:
+        raise click.UsageError("give --event (one or more) or --all")
+    body = {} if replay_all else {"eventIds": list(event_ids)}
+    _perform(tenant_id, url, credentials_file, "POST", _events_path(ecom_store_id, "/dead_letters/replay"), body,
+             lambda engine: admin_operations.replay(engine, tenant_id, ecom_store_id, body))
 
 
 @admin.group("order")

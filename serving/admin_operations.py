@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from contracts.admin import DESTINATION_MODELS, DestinationKind, StockAdjustment
+from contracts.admin import DESTINATION_MODELS, DeadLetterQuery, DestinationKind, ReplayRequest, StockAdjustment
 from contracts.errors import InvalidRequest, NotFound
 from contracts.orders import OrderLinesRequest, ReturnRequest, ShipRequest
 from contracts.rendering import decimal, instant
@@ -17,6 +17,7 @@ from serving.routes.stores import retail_store_json
 from serving.validation import validated
 from store.backoffice import DocumentInvalid, load_document
 from store.destinations import DestinationSettings, EventDestination, get_destination, set_destination
+from store.event_operations import DeadLetter, DeliveryState, dead_letters, delivery_state, replay_dead_letters
 from store.fulfilment import cancel, pick, ship
 from store.orders import read_order
 from store.reference import release_retail_store
@@ -68,6 +69,10 @@ def release(engine: sa.Engine, tenant_id: str, retail_store_number: str) -> dict
     return {**retail_store_json(row), "changed": changed}
 
 
+def _no_ecom_store(ecom_store_id: str) -> NotFound:
+    return NotFound(f"No eCom store {ecom_store_id} in this tenant.")
+
+
 def put_destination(engine: sa.Engine, box: SecretBox, tenant_id: str, ecom_store_id: str,
                     body: Any) -> dict[str, Any]:
     # The kind first, so the kind's own problems are reported at their fields (a union would prefix its tag).
@@ -80,7 +85,7 @@ def put_destination(engine: sa.Engine, box: SecretBox, tenant_id: str, ecom_stor
         settings = DestinationSettings(kind, request.url, None, None, request.secret.get_secret_value())
     stored = set_destination(engine, box, tenant_id, ecom_store_id, settings)
     if stored is None:
-        raise NotFound(f"No eCom store {ecom_store_id} in this tenant.")
+        raise _no_ecom_store(ecom_store_id)
     return destination_json(stored)
 
 
@@ -100,6 +105,49 @@ def destination_json(stored: EventDestination) -> dict[str, Any]:
         target = {"url": stored.endpoint}
     return {"ecomStoreId": stored.ecom_store_id, "kind": stored.kind, **target, "secretSet": True,
             "modifiedTime": instant(stored.modified_time)}
+
+
+# Event delivery: what is left to deliver to an eCom store, what failed, and replaying what the bridge gave up on.
+
+
+def event_delivery(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> dict[str, Any]:
+    state = delivery_state(engine, tenant_id, ecom_store_id)
+    if state is None:
+        raise _no_ecom_store(ecom_store_id)
+    return delivery_state_json(state)
+
+
+def delivery_state_json(state: DeliveryState) -> dict[str, Any]:
+    return {"ecomStoreId": state.ecom_store_id, "backlog": state.backlog, "deadLetters": state.dead_letters,
+            "lastDeliveredEventId": state.last_delivered_event_id,
+            "lastDeliveredTime": instant(state.last_delivered_time),
+            "consecutiveFailures": state.consecutive_failures, "lastError": state.last_error,
+            "lastFailureTime": instant(state.last_failure_time), "credentialsRefused": state.credentials_refused}
+
+
+def list_dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str,
+                      query: dict[str, str]) -> dict[str, Any]:
+    """`query`: the request's query parameters (limit, after) as given, checked here for both ways in."""
+    request = validated(DeadLetterQuery, query)
+    page = dead_letters(engine, tenant_id, ecom_store_id, after=request.after, limit=request.limit)
+    if page is None:
+        raise _no_ecom_store(ecom_store_id)
+    letters, next_after = page
+    return {"items": [dead_letter_json(letter) for letter in letters], "nextAfter": next_after}
+
+
+def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
+    return {"eventId": letter.event_id, "subject": letter.subject, "entityId": letter.entity_id,
+            "datetime": instant(letter.datetime), "attempts": letter.attempts, "lastError": letter.last_error,
+            "deadLetterTime": instant(letter.dead_letter_time)}
+
+
+def replay(engine: sa.Engine, tenant_id: str, ecom_store_id: str, body: Any) -> dict[str, Any]:
+    request = validated(ReplayRequest, body)
+    replayed = replay_dead_letters(engine, tenant_id, ecom_store_id, request.eventIds)
+    if replayed is None:
+        raise _no_ecom_store(ecom_store_id)
+    return {"replayed": replayed}
 
 
 # Orders: each change runs in its own transaction on the locked order (store/fulfilment.py, store/returns.py) and

@@ -38,6 +38,8 @@ T = TypeVar("T", bound=Callable[..., Any])
 _MEDIA_TYPES_ATTRIBUTE = "_pia_request_media_types"
 # A request model with this class attribute set documents its body as optional (every field is optional too).
 OPTIONAL_BODY = "optional_body"
+# A response model with this class attribute set is sent as that media type instead of JSON (the metrics text).
+RESPONSE_MEDIA_TYPE = "response_media_type"
 _REF_TEMPLATE = "#/components/schemas/{model}"
 
 
@@ -135,8 +137,8 @@ class ContractProvider(OpenAPIProvider):
 
     def build_response_object(self, model: Any, headers_model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         schema = self._schemas[(model, "serialization")]
-        response: dict[str, Any] = {"description": _own_docstring(model),
-                                    "content": {"application/json": {"schema": schema}}}
+        media_type = getattr(model, RESPONSE_MEDIA_TYPE, "application/json")
+        response: dict[str, Any] = {"description": _own_docstring(model), "content": {media_type: {"schema": schema}}}
         if headers_model is not None:
             headers = TypeAdapter(headers_model).json_schema()
             response["headers"] = {

@@ -21,7 +21,8 @@ from tests.probes import serving_with
 
 NIL_ID = "00000000-0000-7000-8000-000000000000"
 # The only routes anyone may call without a token; any other route must sit in a blueprint `protect` guards.
-OPEN_ENDPOINTS = {"meta.healthcheck", "meta.openapi", "meta.jwks", "meta.authorization_server_metadata",
+# /metrics is open like /healthcheck, for scrapers on the internal network (counts per eCom store id, no content).
+OPEN_ENDPOINTS = {"meta.healthcheck", "meta.metrics", "meta.openapi", "meta.jwks", "meta.authorization_server_metadata",
                   "meta.openid_configuration", "oauth.token", "oauth.tenant_token"}
 
 

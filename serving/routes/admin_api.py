@@ -6,16 +6,21 @@ Each route parses its body and runs the shared operation (serving/admin_operatio
 from typing import Any
 
 from quart import Blueprint, Response, request
-from quart_schema import document_request, document_response
+from quart_schema import document_querystring, document_request, document_response
 
 from contracts.admin import (
     BackofficeDocument,
+    DeadLetterQuery,
+    DeadLetters,
+    EventDeliveryState,
     EventDestination,
     EventDestinationRequest,
     LoadReport,
     OrderNotOpenError,
     PickRefusedError,
     ReleasedRetailStore,
+    ReplayReport,
+    ReplayRequest,
     ShipRefusedError,
     StockAdjustment,
     StockLevel,
@@ -90,6 +95,37 @@ async def put_event_destination(tenantId: str, eComStoreId: str) -> Response:
 async def get_event_destination(tenantId: str, eComStoreId: str) -> Response:
     return json_response(await blocking(admin_operations.show_destination, services().engine, tenantId,
                                         eComStoreId))
+
+
+@blueprint.get("/ecom_stores/<eComStoreId>/event_delivery")
+@document_response(EventDeliveryState, 200)
+@document_response(NotFoundError, 404)
+async def get_event_delivery(tenantId: str, eComStoreId: str) -> Response:
+    """How delivery of the eCom store's events goes: backlog, dead letters, last delivery, failures."""
+    return json_response(await blocking(admin_operations.event_delivery, services().engine, tenantId, eComStoreId))
+
+
+@blueprint.get("/ecom_stores/<eComStoreId>/dead_letters")
+@document_querystring(DeadLetterQuery)
+@document_response(DeadLetters, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
+async def list_dead_letters(tenantId: str, eComStoreId: str) -> Response:
+    """The events the bridge gave up on, newest first, with their attempts and last error."""
+    return json_response(await blocking(admin_operations.list_dead_letters, services().engine, tenantId,
+                                        eComStoreId, request.args.to_dict()))
+
+
+@blueprint.post("/ecom_stores/<eComStoreId>/dead_letters/replay")
+@document_request(ReplayRequest)
+@document_response(ReplayReport, 200)
+@document_response(InvalidRequestError, 400)
+@document_response(NotFoundError, 404)
+async def replay_dead_letters(tenantId: str, eComStoreId: str) -> Response:
+    """Deliver dead letters again (the named ones, or `{}`: all of the store's), from their first attempt. The body is
+    required: an empty request replays nothing (400)."""
+    body = await _json()
+    return json_response(await blocking(admin_operations.replay, services().engine, tenantId, eComStoreId, body))
 
 
 @blueprint.get("/orders/<orderIdOrNumber>")

@@ -9,13 +9,15 @@ import sqlalchemy as sa
 from quart import Blueprint, Response, current_app
 from quart_schema import document_response, tag
 
-from contracts.meta import Health, JsonWebKeySet, OpenApiDocument, OpenIdConfiguration, ServerMetadata
+from contracts.meta import Health, JsonWebKeySet, Metrics, OpenApiDocument, OpenIdConfiguration, ServerMetadata
 from contracts.rendering import instant
 from serving.jsonio import blocking, json_response
+from serving.metrics import CONTENT_TYPE, event_delivery_metrics
 from serving.openapi import openapi_json
 from serving.services import services
 from store.batches import oldest_unfinished
 from store.clients import SCOPES
+from store.event_operations import delivery_counts
 from store.ids import utc_now
 from store.workers import latest_heartbeat
 
@@ -68,6 +70,15 @@ async def healthcheck() -> Response:
         pipeline = {"status": "unknown", "error": type(error).__name__}
     checks = {"database": {"status": "ok", "latencyMs": latency}, "pipeline": pipeline}
     return json_response({"status": "ok", "checks": checks}, 200, {"Cache-Control": "no-store"})
+
+
+@blueprint.get("/metrics")
+@tag(["Operations"])
+@document_response(Metrics, 200)
+async def metrics() -> Response:
+    """Event delivery gauges for Prometheus; no token, like /healthcheck (serve it on the internal network only)."""
+    counts = await blocking(delivery_counts, services().engine)
+    return Response(event_delivery_metrics(counts), content_type=CONTENT_TYPE, headers={"Cache-Control": "no-store"})
 
 
 @blueprint.get("/v1/openapi.json")

@@ -1,0 +1,85 @@
+"""`trigger_events` at 100,000 SKUs (issue 9 point 4): the outbox writes of POST /products/trigger_events (20,000
+products) and POST /inventory/trigger_events (100,000 SKUs), beside a bare bulk insert of the same number of outbox
+rows (store.bulk.insert_rows of rows built beforehand) measured in the same run.
+
+    uv run python -m benchmarks.trigger_events --backend duckdb
+    uv run python -m benchmarks.trigger_events --backend postgresql   # the server of PIA_TEST_POSTGRES_URL
+
+The catalogue is benchmarks/catalogue_read.py's. Each call runs what the route runs (one transaction around
+events.outbox.assortment_events), in this process, so the figures leave HTTP out. No target is asserted: the
+issue's target is under a second per call.
+"""
+
+import argparse
+import statistics
+import time
+
+import sqlalchemy as sa
+
+from benchmarks.catalogue_read import seed
+from benchmarks.databases import backend_database
+from contracts.events import INVENTORY_UPDATED, PRODUCT_UPDATED
+from events.outbox import assortment_events
+from settings import Settings
+from store.bulk import insert_rows
+from store.catalogue import visible_product_ids, visible_skus
+from store.engine import create_engine
+from store.ids import new_id, utc_now
+from store.schema import event_outbox, skus
+from store.secrets import new_secret_key
+
+ROUNDS = 3
+
+
+def _timed(engine: sa.Engine, write) -> tuple[float, int]:
+    started = time.perf_counter()
+    with engine.begin() as conn:
+        count = write(conn)
+    return time.perf_counter() - started, count
+
+
+def run(backend: str, database_url: str, folder) -> None:
+    settings = Settings(data_dir=folder, database_url=database_url, secret_key=new_secret_key())
+    seeded = seed(settings)
+    engine = create_engine(settings)
+    tenant, store = seeded.tenant_id, seeded.ecom_store_id
+    now = utc_now()
+    bare_rows = [{"event_id": new_id(), "tenant_id": tenant, "ecom_store_id": store, "subject": INVENTORY_UPDATED,
+                  "entity_id": sku_id, "datetime": now, "metadata": None} for sku_id in seeded.sku_ids]
+    calls = {
+        "bare insert_rows of 100,000 outbox rows (baseline)": lambda conn: (insert_rows(conn, event_outbox,
+                                                                                        bare_rows), len(bare_rows))[1],
+        "POST /products/trigger_events (20,000 products)": lambda conn: assortment_events(
+            conn, tenant, store, PRODUCT_UPDATED, visible_product_ids(tenant, store, published_only=False)),
+        "POST /inventory/trigger_events (100,000 SKUs)": lambda conn: assortment_events(
+            conn, tenant, store, INVENTORY_UPDATED,
+            visible_skus(tenant, store).with_only_columns(skus.c.id).order_by(skus.c.id)),
+    }
+    figures = {}
+    for name, write in calls.items():
+        rounds = []
+        for _ in range(ROUNDS):
+            if name.startswith("bare"):  # the same rows each round: a fresh table state, fresh ids
+                with engine.begin() as conn:
+                    conn.execute(event_outbox.delete().where(event_outbox.c.tenant_id == tenant))
+                bare_rows = [{**row, "event_id": new_id()} for row in bare_rows]
+            rounds.append(_timed(engine, write))
+        figures[name] = (statistics.median(seconds for seconds, _ in rounds), rounds[0][1])
+    engine.dispose()
+    baseline = figures["bare insert_rows of 100,000 outbox rows (baseline)"][0]
+    print(f"[{backend}] median of {ROUNDS} calls, each one transaction:")
+    for name, (seconds, rows) in figures.items():
+        print(f"[{backend}]   {name:52} {seconds:6.2f} s  {rows / seconds:9,.0f} rows/s  "
+              f"{seconds / baseline:5.2f}× the bare insert")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["duckdb", "postgresql"], default="duckdb")
+    args = parser.parse_args()
+    with backend_database(args.backend) as (database_url, folder):
+        run(args.backend, database_url, folder)
+
+
+if __name__ == "__main__":
+    main()
