@@ -93,16 +93,15 @@ def insert_rows(conn: sa.Connection, table: sa.Table, rows: Sequence[dict[str, A
         conn.execute(table.insert(), list(rows))
         return
     names = list(rows[0])
-    if not is_duckdb(conn.engine):
-        quoted = ", ".join(f'"{name}"' for name in names)
-        with conn.connection.driver_connection.cursor() as cursor, \
-                cursor.copy(f"COPY {table.name} ({quoted}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row([row[name] for name in names])
-        return
     arrow = pa.Table.from_pylist(list(rows), schema=pa.schema([(name, _arrow_type(table.c[name].type))
                                                                  for name in names]))
     columns = ", ".join(f'"{name}"' for name in names)
+    if not is_duckdb(conn.engine):
+        # As CSV written in one vectorised pass: COPY's write_row adapts every value in Python (3× slower).
+        with driver_connection(conn).cursor() as cursor, \
+                cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN (FORMAT csv)") as copy:
+            copy.write(pl.from_arrow(arrow).write_csv(include_header=False))
+        return
     with staged(conn, arrow) as source:
         conn.execute(sa.text(f"INSERT INTO {table.name} ({columns}) SELECT {columns} FROM {source}"))
 
