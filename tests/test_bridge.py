@@ -73,11 +73,13 @@ def add_stores(engine: sa.Engine, count: int) -> tuple[str, list[str]]:
 
 
 def write_events(engine: sa.Engine, tenant_id: str, store_ids: list[str], per_store: int) -> dict[str, list[str]]:
-    """Events written the way changes write them, in several transactions; each store's event ids in outbox order."""
-    for _ in range(2):
+    """Events written the way changes write them, in several transactions, each announcing the same entities
+    again (a Kafka key is a store and an entity); each store's event ids in outbox order."""
+    entities = [new_id() for _ in range(per_store // 4)]
+    for _ in range(4):
         with engine.begin() as conn:
             pair_events(conn, tenant_id, subjects.INVENTORY_UPDATED,
-                        [(store_id, new_id()) for store_id in store_ids for _ in range(per_store // 2)])
+                        [(store_id, entity_id) for store_id in store_ids for entity_id in entities])
     return {store_id: [event.event_id for event in undelivered(engine, StoreKey(tenant_id, store_id), 10_000)]
             for store_id in store_ids}
 
@@ -124,11 +126,23 @@ def fast(own_store: tuple[Settings, sa.Engine]) -> tuple[Settings, sa.Engine]:
 
 
 def assert_delivered_in_order(receiver: WebhookReceiver, expected: dict[str, list[str]]) -> None:
+    """Each store's events arrived once each, in outbox order."""
     arrived = [delivery.webhook_id for delivery in receiver.deliveries]
     assert receiver.rejections == []
     for event_ids in expected.values():
         wanted = set(event_ids)
         assert [event_id for event_id in arrived if event_id in wanted] == event_ids
+
+
+def assert_delivered_in_order_per_entity(receiver: WebhookReceiver, expected: dict[str, list[str]]) -> None:
+    """Kafka mode: a store's events spread over partitions by entity (the key); each entity's stay in order."""
+    entity_of = {delivery.webhook_id: delivery.body["entityId"] for delivery in receiver.deliveries}
+    first_arrivals = list(dict.fromkeys(delivery.webhook_id for delivery in receiver.deliveries))
+    assert receiver.rejections == []
+    for event_ids in expected.values():
+        for entity_id in {entity_of[event_id] for event_id in event_ids}:
+            in_outbox = [event_id for event_id in event_ids if entity_of[event_id] == entity_id]
+            assert [event_id for event_id in first_arrivals if event_id in set(in_outbox)] == in_outbox
 
 
 async def test_embedded_bridge_delivers_every_row_once_in_order_per_store(
@@ -304,11 +318,12 @@ class BridgeProcess:
 
 
 def publish(kafka: KafkaBroker, engine: sa.Engine, topic: str, tenant_id: str,  # noqa: F811
-            event_ids: list[str]) -> None:
-    """What the relay does: each row as a record of the design's format, acknowledged, then marked published."""
+            event_ids: list[str]) -> dict[str, int]:
+    """What the relay does: each row as a record of the design's format, acknowledged, then marked published.
+    Returns the partition each event went to."""
     rows = outbox_rows(engine, tenant_id)
 
-    async def send() -> None:
+    async def send() -> dict[str, int]:
         producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all", enable_idempotence=False,
                                     request_timeout_ms=10_000)
         await producer.start()
@@ -318,14 +333,16 @@ def publish(kafka: KafkaBroker, engine: sa.Engine, topic: str, tenant_id: str,  
                 key=f"{row.ecom_store_id}:{row.entity_id or ''}".encode(),
                 headers=[("subject", row.subject.encode()), ("tenantId", row.tenant_id.encode()),
                          ("ecomStoreId", row.ecom_store_id.encode())]) for row in map(rows.get, event_ids)]
-            await asyncio.gather(*sent)
+            acknowledged = await asyncio.gather(*sent)
         finally:
             await producer.stop()
+        return {event_id: metadata.partition for event_id, metadata in zip(event_ids, acknowledged, strict=True)}
 
-    asyncio.run(send())
+    partitions = asyncio.run(send())
     with engine.begin() as conn:
         conn.execute(event_outbox.update().where(event_outbox.c.event_id.in_(event_ids)).values(
             published_time=utc_now()))
+    return partitions
 
 
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = 45) -> None:
@@ -360,6 +377,7 @@ def kafka_world(settings: Settings, engine: sa.Engine, receiver: WebhookReceiver
     return tenant_id, write_events(engine, tenant_id, store_ids, per_store)
 
 
+@pytest.mark.timeout(120)  # two processes start and join the group: slow only on a loaded machine
 def test_two_bridge_processes_share_the_partitions_and_deliver_everything(
         postgres_store: tuple[Settings, sa.Engine], kafka: KafkaBroker,  # noqa: F811
         two_bridges: tuple[str, list[BridgeProcess]], receiver: WebhookReceiver) -> None:
@@ -376,10 +394,11 @@ def test_two_bridge_processes_share_the_partitions_and_deliver_everything(
     shares = [bridge.assigned() for bridge in bridges]
     assert shares[0] and shares[1] and shares[0] | shares[1] == set(range(TOPIC_PARTITIONS))
     assert not shares[0] & shares[1]
-    assert_delivered_in_order(receiver, expected)  # one store's events share a key's partition: in order
+    assert_delivered_in_order_per_entity(receiver, expected)
     assert [bridge.stop() for bridge in bridges] == [0, 0]  # SIGTERM: a clean stop
 
 
+@pytest.mark.timeout(120)  # as above, and the group notices the dead member only after its session timeout
 def test_when_one_bridge_is_killed_the_other_delivers_the_rest(
         postgres_store: tuple[Settings, sa.Engine], kafka: KafkaBroker,  # noqa: F811
         two_bridges: tuple[str, list[BridgeProcess]], receiver: WebhookReceiver) -> None:
@@ -389,13 +408,17 @@ def test_when_one_bridge_is_killed_the_other_delivers_the_rest(
     every = [event_id for ids in expected.values() for event_id in ids]
     receiver.slow_down(0.005)  # events still flowing when the victim dies
 
-    publish(kafka, engine, topic, tenant_id, every)
+    partitions = publish(kafka, engine, topic, tenant_id, every)
     wait_until(lambda: len(receiver.deliveries) >= 40, "deliveries under way")
+    victims_share = victim.assigned()
     victim.stop(signal.SIGKILL)
+    left_by_victim = {event_id for event_id in every if partitions[event_id] in victims_share} - receiver.event_ids()
+    assert left_by_victim  # the survivor has some of the victim's partitions' events to deliver
     wait_until(lambda: survivor.assigned() == set(range(TOPIC_PARTITIONS)), "the survivor to take every partition")
     receiver.behave()
     wait_until(lambda: receiver.event_ids() >= set(every), "every event delivered at least once")
 
     assert len(receiver.event_ids()) == len(every)
+    assert_delivered_in_order_per_entity(receiver, expected)
     wait_until(lambda: all(row.delivered_time for row in outbox_rows(engine, tenant_id).values()),
                "every row marked delivered")
