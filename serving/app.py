@@ -21,6 +21,7 @@ from contracts.errors import (
     OtherHttpError,
 )
 from contracts.limits import MAX_REQUEST_BYTES
+from events import bridge
 from pipeline.worker import Pipeline, run_supervised
 from serving.authentication import Authenticator
 from serving.jsonio import json_response
@@ -55,8 +56,10 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 BODY_DRAIN_SECONDS = 5.0
 
 
-def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline: bool = False) -> Quart:
-    """run_pipeline: also run the pipeline worker in this process (the embedded default)."""
+def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline: bool = False,
+               run_bridge: bool = False) -> Quart:
+    """run_pipeline: also run the pipeline worker in this process (the embedded default); run_bridge: also deliver
+    change events from the outbox (the embedded default without Kafka)."""
     app = Quart("pia", static_folder=None)  # a JSON API: no static files route
     # No request body may exceed the largest published limit; uploads check their own limits first.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
@@ -75,6 +78,8 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         uploads=_attach_upload_work(app, settings),
         wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None,
         wake_orders=_attach_order_processor(app, settings, engine))
+    if run_bridge:
+        _attach_bridge(app, settings, engine)
 
     @app.before_serving
     async def start_audit_writer() -> None:
@@ -147,6 +152,21 @@ def _attach_order_processor(app: Quart, settings: Settings, engine: sa.Engine) -
     """Process orders in a thread while the app serves (always: the conditional RECEIVED → OPEN step lets it
     share the work with `pia worker` processes); returns how a new order wakes it."""
     return _attach_thread(app, "order-processor", partial(run_order_processor, engine), settings.worker_poll_seconds)
+
+
+def _attach_bridge(app: Quart, settings: Settings, engine: sa.Engine) -> None:
+    """Deliver change events on the app's event loop while it serves; a delivery under way finishes on shutdown."""
+    stop = asyncio.Event()
+    running: list[asyncio.Task[None]] = []
+
+    @app.before_serving
+    async def start_bridge() -> None:
+        running.append(asyncio.create_task(bridge.run_bridge(settings, engine, stop), name="bridge"))
+
+    @app.after_serving
+    async def stop_bridge() -> None:
+        stop.set()
+        await asyncio.gather(*running, return_exceptions=True)
 
 
 def _attach_thread(app: Quart, name: str, run: Callable[[threading.Event, threading.Event, float], None],

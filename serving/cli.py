@@ -1,9 +1,12 @@
 """The `pia` command: every role of the service, each room mounting its own commands."""
 
+import asyncio
 import logging
+import signal
 
 import click
 
+from events.bridge import run_bridge
 from pipeline.cli import pipeline, worker
 from serving.admin import admin
 from serving.demo import demo
@@ -45,6 +48,25 @@ def serve(host: str, port: int) -> None:
     elif current_revision(engine) != head_revision():
         raise click.ClickException("The database schema is not current: run `pia db upgrade` first.")
     run(settings, engine, host, port)
+
+
+@main.command()
+def bridge() -> None:
+    """Deliver change events to each eCom store's destination until stopped (SIGTERM/SIGINT): from Kafka when
+    PIA_KAFKA_BOOTSTRAP_SERVERS is set (run several: they share the partitions), else from the outbox."""
+    settings = Settings()
+    engine = create_engine(settings)
+    if current_revision(engine) != head_revision():
+        raise click.ClickException("The database schema is not current: run `pia db upgrade` first.")
+
+    async def deliver_until_signalled() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await run_bridge(settings, engine, stop)
+
+    asyncio.run(deliver_until_signalled())
 
 
 main.add_command(admin)

@@ -1,0 +1,395 @@
+"""The bridge: change events to each eCom store's destination (its Service Bus entity or webhook), at least once.
+
+Each eCom store has its own delivery (`StoreDelivery`): events go out in the order read, in batches of up to
+bridge_batch_size; a failure waits out an exponential backoff with jitter on that store alone, so a failing
+store never holds up another. A failed batch is retried one event at a time, so the attempts and the dead
+letter land on the event at fault; after bridge_max_attempts counted attempts the event is dead-lettered and the
+store moves on. A refusal of the credentials is reported in the store's state and tried again only every
+bridge_credentials_retry_seconds, without counting towards the attempts. A store without a destination has its
+events discarded (NO_DESTINATION). Destinations are built from the stored settings and rebuilt when they change.
+
+Two sources feed the deliveries:
+- `KafkaSource` (Kafka mode): a consumer group on settings.kafka_topic; an offset is committed per partition only
+  up to the first event not yet delivered or dead-lettered, so a crash or a rebalance re-reads, never skips.
+- `OutboxSource` (embedded mode): the outbox itself, polled; on PostgreSQL each attempt claims the store, so
+  that several bridge processes never deliver one store at once.
+"""
+
+import asyncio
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import orjson
+import sqlalchemy as sa
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+
+from events.delivery import DeliveryFailed, Destination, OutgoingEvent
+from events.servicebus import ServiceBusDestination
+from events.webhook import WebhookDestination
+from settings import Settings
+from store import event_delivery
+from store.destinations import DestinationSettings
+from store.event_delivery import StoreKey
+from store.secrets import SecretBox, SecretKeyError, secret_box
+
+log = logging.getLogger("pia.bridge")
+DestinationFactory = Callable[[DestinationSettings], Destination]
+# Outbox mode on PostgreSQL: each delivery in flight holds a pooled connection for its claim, so only this many
+# stores are delivered at once per process (the others wait their turn, they are not blocked by a failing one:
+# backoff waits hold no claim).
+OUTBOX_CONCURRENT_STORES = 8
+
+
+def build_destination(settings: DestinationSettings) -> Destination:
+    """The default destination factory: the stored kind's destination."""
+    if settings.kind == "WEBHOOK":
+        return WebhookDestination(settings)
+    return ServiceBusDestination.from_settings(settings)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int
+    base_seconds: float
+    max_seconds: float
+    credentials_seconds: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "RetryPolicy":
+        return cls(settings.bridge_max_attempts, settings.bridge_retry_base_seconds, settings.bridge_retry_max_seconds,
+                   settings.bridge_credentials_retry_seconds)
+
+    def delay(self, attempts: int) -> float:
+        """Equal jitter: between half and all of base·2^(attempts−1), capped, so stores failing together (one
+        receiver down) do not all come back at the same instant."""
+        step = min(self.max_seconds, self.base_seconds * 2 ** (max(attempts, 1) - 1))
+        return step / 2 + random.uniform(0, step / 2)
+
+
+class Deliveries:
+    """What every store's delivery shares: the database, the secret box, the destination factory, the policy."""
+
+    def __init__(self, engine: sa.Engine, box: SecretBox, retry: RetryPolicy, batch_size: int,
+                 destination_factory: DestinationFactory = build_destination) -> None:
+        self.engine, self.box, self.retry, self.batch_size = engine, box, retry, batch_size
+        self.destination_factory = destination_factory
+        self._stores: dict[StoreKey, StoreDelivery] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings, engine: sa.Engine,
+                      destination_factory: DestinationFactory = build_destination) -> "Deliveries":
+        return cls(engine, secret_box(settings), RetryPolicy.from_settings(settings), settings.bridge_batch_size,
+                   destination_factory)
+
+    def of(self, store: StoreKey) -> "StoreDelivery":
+        if store not in self._stores:
+            self._stores[store] = StoreDelivery(self, store)
+        return self._stores[store]
+
+    async def close(self) -> None:
+        for delivery in self._stores.values():
+            await delivery.close()
+
+
+class StoreDelivery:
+    """One eCom store's delivery: its destination, when it may try again, and how many events to send singly."""
+
+    def __init__(self, shared: Deliveries, store: StoreKey) -> None:
+        self._shared, self.store = shared, store
+        self._destination: Destination | None = None
+        self._destination_version: datetime | None = None
+        self.ready_at = 0.0  # time.monotonic() before which it waits (backoff)
+        self._singles_left = 0  # events after a failed batch, sent one at a time to find the one at fault
+
+    def next_batch_size(self) -> int:
+        return 1 if self._singles_left else self._shared.batch_size
+
+    async def wait_until_ready(self, stop: asyncio.Event) -> bool:
+        """Wait out the backoff; False when stopped meanwhile."""
+        return not await _stopped_within(stop, self.ready_at - time.monotonic())
+
+    async def attempt(self, events: Sequence[OutgoingEvent]) -> int:
+        """One try at the events (the store's next ones, in order, at most next_batch_size()); returns how many of
+        them are settled (delivered, discarded or dead-lettered) from the front."""
+        engine, store = self._shared.engine, self.store
+        try:
+            destination = await self._current_destination()
+        except (SecretKeyError, ValueError) as error:  # unreadable secret, incomplete settings: nothing to send with
+            return await self._failed(events, DeliveryFailed(f"destination unusable: {error}", transient=False))
+        if destination is None:
+            await asyncio.to_thread(event_delivery.discard, engine, store, [event.event_id for event in events])
+            return len(events)
+        try:
+            await destination.deliver(events)
+        except DeliveryFailed as failure:
+            return await self._failed(events, failure)
+        await asyncio.to_thread(event_delivery.mark_delivered, engine, store, [event.event_id for event in events])
+        self._singles_left = max(0, self._singles_left - len(events))
+        return len(events)
+
+    async def _failed(self, events: Sequence[OutgoingEvent], failure: DeliveryFailed) -> int:
+        retry = self._shared.retry
+        if len(events) > 1:  # which one is at fault is unknown: try them one by one, at once
+            self._singles_left = len(events)
+            return 0
+        (event,) = events
+        attempts = await asyncio.to_thread(event_delivery.record_failure, self._shared.engine, self.store,
+                                           event.event_id, str(failure), counted=not failure.credentials,
+                                           credentials_refused=failure.credentials)
+        if failure.credentials:
+            log.warning("eCom store %s refused the credentials; trying again in %s s: %s", self.store.ecom_store_id,
+                        retry.credentials_seconds, failure)
+            self.ready_at = time.monotonic() + retry.credentials_seconds
+            return 0
+        if attempts >= retry.max_attempts:
+            log.warning("event %s of eCom store %s dead-lettered after %s attempts: %s", event.event_id,
+                        self.store.ecom_store_id, attempts, failure)
+            await asyncio.to_thread(event_delivery.dead_letter, self._shared.engine, self.store, event.event_id)
+            self._singles_left = max(0, self._singles_left - 1)
+            return 1
+        self.ready_at = time.monotonic() + retry.delay(attempts)
+        return 0
+
+    async def _current_destination(self) -> Destination | None:
+        """The destination as stored now; built again when its settings changed since the last attempt."""
+        stored = await asyncio.to_thread(event_delivery.destination_settings, self._shared.engine, self._shared.box,
+                                         self.store)
+        version = stored[1] if stored else None
+        if version != self._destination_version or (stored is None) != (self._destination is None):
+            await self.close()
+            self._destination = self._shared.destination_factory(stored[0]) if stored else None
+            self._destination_version = version
+        return self._destination
+
+    async def close(self) -> None:
+        destination, self._destination, self._destination_version = self._destination, None, None
+        if destination is not None:
+            await destination.close()
+
+
+async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep up to `seconds`, waking early when stopped; True when stopped."""
+    if seconds > 0 and not stop.is_set():
+        try:
+            async with asyncio.timeout(seconds):
+                await stop.wait()
+        except TimeoutError:
+            pass
+    return stop.is_set()
+
+
+class OutboxSource:
+    """Embedded mode: the outbox is the queue. Stores with something to deliver are found by a poll; each gets a
+    task that delivers its rows until none are left, reading them afresh before every attempt."""
+
+    def __init__(self, deliveries: Deliveries, poll_seconds: float) -> None:
+        self._deliveries, self._poll_seconds = deliveries, poll_seconds
+        self._turns = asyncio.Semaphore(OUTBOX_CONCURRENT_STORES)
+        self._draining: dict[StoreKey, asyncio.Task[None]] = {}
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    stores = await asyncio.to_thread(event_delivery.stores_with_undelivered, self._deliveries.engine)
+                except sa.exc.DBAPIError as error:  # the database away for a while: the next poll tries again
+                    log.warning("bridge cannot read the outbox: %s", error)
+                    stores = []
+                for store in stores:
+                    if store not in self._draining:
+                        task = asyncio.create_task(self._drain(store, stop), name=f"bridge {store.ecom_store_id}")
+                        self._draining[store] = task
+                        task.add_done_callback(lambda _, store=store: self._draining.pop(store, None))
+                await _stopped_within(stop, self._poll_seconds)
+        finally:
+            await asyncio.gather(*self._draining.values(), return_exceptions=True)
+            await self._deliveries.close()
+
+    async def _drain(self, store: StoreKey, stop: asyncio.Event) -> None:
+        delivery = self._deliveries.of(store)
+        try:
+            while await delivery.wait_until_ready(stop):
+                async with self._turns:
+                    if not await self._attempt(delivery):
+                        return
+        except Exception:  # a bug or a lost database: logged, and the next poll starts the store again
+            log.exception("delivery to eCom store %s failed", store.ecom_store_id)
+
+    async def _attempt(self, delivery: StoreDelivery) -> bool:
+        """Claim the store, read its next rows and try them; False when there was nothing to do (or another
+        bridge process holds the store)."""
+        engine = self._deliveries.engine
+        claim = await asyncio.to_thread(engine.connect)
+        try:
+            if not await asyncio.to_thread(event_delivery.claim_store, claim, delivery.store):
+                return False
+            events = await asyncio.to_thread(event_delivery.undelivered, engine, delivery.store,
+                                             delivery.next_batch_size())
+            if not events:
+                return False
+            await delivery.attempt(events)  # its writes commit on connections of their own, before the claim ends
+            return True
+        finally:
+            await asyncio.to_thread(claim.close)  # ends the claim's transaction, which wrote nothing
+
+
+@dataclass
+class _Record:
+    """An event read from Kafka, waiting in its store's queue."""
+
+    partition: TopicPartition
+    offset: int
+    event: OutgoingEvent
+
+
+@dataclass
+class _PartitionProgress:
+    """Offsets read from one partition, in order, and which of them are settled."""
+
+    read: deque[int] = field(default_factory=deque)
+    settled: set[int] = field(default_factory=set)
+    committable: int | None = None  # the offset to commit: the first one not settled
+
+    def settle(self, offset: int) -> None:
+        self.settled.add(offset)
+        while self.read and self.read[0] in self.settled:
+            front = self.read.popleft()
+            self.settled.discard(front)
+            self.committable = front + 1
+
+
+class KafkaSource(ConsumerRebalanceListener):
+    """Kafka mode: a member of the consumer group. Each store's events queue up in read order for a worker of
+    that store; offsets are committed as the front of each partition settles."""
+
+    COMMIT_EVERY_SECONDS = 0.5
+
+    def __init__(self, deliveries: Deliveries, settings: Settings) -> None:
+        self._deliveries = deliveries
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap_servers, group_id=settings.kafka_group_id,
+            enable_auto_commit=False, auto_offset_reset="earliest", request_timeout_ms=30_000)
+        self._topic = settings.kafka_topic
+        self._progress: dict[TopicPartition, _PartitionProgress] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._queues: dict[StoreKey, deque[_Record]] = {}
+        self._wakes: dict[StoreKey, asyncio.Event] = {}
+        self._workers: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+        self._consumer.subscribe([self._topic], listener=self)
+        await self._consumer.start()
+        try:
+            while not stop.is_set():
+                batches = await self._consumer.getmany(timeout_ms=int(self.COMMIT_EVERY_SECONDS * 1000))
+                for partition, records in batches.items():
+                    self._enqueue(partition, records)
+                await self._commit()
+        finally:
+            for wake in self._wakes.values():
+                wake.set()
+            await asyncio.gather(*self._workers, return_exceptions=True)
+            await self._commit()
+            await self._consumer.stop()
+            await self._deliveries.close()
+
+    def _enqueue(self, partition: TopicPartition, records: list[ConsumerRecord]) -> None:
+        progress = self._progress.setdefault(partition, _PartitionProgress())
+        for record in records:
+            progress.read.append(record.offset)
+            parsed = _parse(record)
+            if parsed is None:
+                log.error("skipping malformed record at %s offset %s", partition, record.offset)
+                progress.settle(record.offset)
+                continue
+            store, event = parsed
+            if store not in self._queues:
+                self._queues[store], self._wakes[store] = deque(), asyncio.Event()
+                self._workers.append(asyncio.create_task(self._work(store), name=f"bridge {store.ecom_store_id}"))
+            self._queues[store].append(_Record(partition, record.offset, event))
+            self._wakes[store].set()
+
+    async def _work(self, store: StoreKey) -> None:
+        queue, wake, delivery = self._queues[store], self._wakes[store], self._deliveries.of(store)
+        while not self._stop.is_set():
+            if not queue:
+                wake.clear()
+                await wake.wait()
+                continue
+            if not await delivery.wait_until_ready(self._stop):
+                return
+            batch = [queue[n] for n in range(min(len(queue), delivery.next_batch_size()))]
+            try:
+                settled = await delivery.attempt([record.event for record in batch])
+            except Exception:  # a bug or a lost database: logged, retried after a pause like a failure
+                log.exception("delivery to eCom store %s failed", store.ecom_store_id)
+                delivery.ready_at = time.monotonic() + self._deliveries.retry.delay(1)
+                continue
+            for record in batch[:settled]:
+                if queue and queue[0] is record:  # not dropped meanwhile by a revocation
+                    queue.popleft()
+                progress = self._progress.get(record.partition)
+                if progress is not None:
+                    progress.settle(record.offset)
+
+    async def _commit(self) -> None:
+        offsets = {partition: progress.committable for partition, progress in self._progress.items()
+                   if progress.committable is not None and progress.committable != self._committed.get(partition)}
+        if not offsets:
+            return
+        try:
+            await self._consumer.commit(offsets)
+            self._committed.update(offsets)
+        except KafkaError as error:  # a rebalance in progress: the revocation commits, or the new owner re-reads
+            log.warning("commit failed: %r", error)
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        """Commit what is settled, and drop the rest: the partitions' next owner reads it again."""
+        await self._commit()
+        for partition in revoked:
+            self._progress.pop(partition, None)
+            self._committed.pop(partition, None)
+        for queue in self._queues.values():
+            kept = [record for record in queue if record.partition not in revoked]
+            queue.clear()
+            queue.extend(kept)
+        if revoked:
+            log.info("partitions revoked: %s", sorted(partition.partition for partition in revoked))
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        log.info("partitions assigned: %s", sorted(partition.partition for partition in assigned))
+
+
+def _parse(record: ConsumerRecord) -> tuple[StoreKey, OutgoingEvent] | None:
+    """The store and event of a record of the relay's format; None when it is not one."""
+    headers = {name: value.decode() for name, value in record.headers}
+    try:
+        message = orjson.loads(record.value)
+        event = OutgoingEvent(event_id=message["eventId"], subject=headers["subject"], entity_id=message["entityId"],
+                              datetime=datetime.fromisoformat(message["datetime"]), metadata=message.get("metadata"))
+        return StoreKey(headers["tenantId"], headers["ecomStoreId"]), event
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+async def run_bridge(settings: Settings, engine: sa.Engine, stop: asyncio.Event,
+                     destination_factory: DestinationFactory = build_destination) -> None:
+    """Deliver until `stop` is set: from Kafka when bootstrap servers are set, else from the outbox."""
+    deliveries = Deliveries.from_settings(settings, engine, destination_factory)
+    source: KafkaSource | OutboxSource
+    if settings.kafka_bootstrap_servers:
+        source = KafkaSource(deliveries, settings)
+    else:
+        source = OutboxSource(deliveries, settings.bridge_poll_seconds)
+    log.info("bridge delivering from %s", "Kafka" if settings.kafka_bootstrap_servers else "the outbox")
+    await source.run(stop)
+

@@ -1,0 +1,424 @@
+"""The bridge over real sockets: outbox rows (or Kafka records) to webhook receivers that verify every signature.
+
+Embedded mode runs the bridge in the test's event loop against both backends; Kafka mode runs real `pia bridge`
+processes in one consumer group against the Tansu test broker. The relay is another part: the Kafka tests publish
+the records themselves, in the relay's format, and mark the rows published.
+"""
+
+import asyncio
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import sqlalchemy as sa
+from aiokafka import AIOKafkaProducer
+
+from contracts import events as subjects
+from events.bridge import run_bridge
+from events.delivery import OutgoingEvent
+from events.outbox import pair_events
+from events.webhook import WebhookDestination
+from settings import Settings
+from store.destinations import DestinationSettings, set_destination
+from store.event_delivery import NO_DESTINATION, StoreKey, undelivered
+from store.ids import new_id, utc_now
+from store.schema import ecom_stores, event_delivery_state, event_outbox
+from store.secrets import secret_box
+from store.tenants import create_tenant
+from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
+from tests.webhook_receiver import WebhookReceiver
+
+pytestmark = pytest.mark.timeout(60)  # a guard: each test takes seconds
+PIA = str(Path(sys.executable).parent / "pia")
+SECRET = "bridge test secret"
+FAST = {"bridge_retry_base_seconds": 0.05, "bridge_retry_max_seconds": 0.2, "bridge_poll_seconds": 0.05,
+        "bridge_batch_size": 50}
+
+
+def quick_webhook(settings: DestinationSettings) -> WebhookDestination:
+    """The default webhook destination with a short timeout, so a misbehaving receiver cannot hold a test."""
+    return WebhookDestination(settings, timeout=2.0)
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver(SECRET.encode()) as running:
+        yield running
+
+
+@pytest.fixture
+def other_receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver(SECRET.encode()) as running:
+        yield running
+
+
+def add_stores(engine: sa.Engine, count: int) -> tuple[str, list[str]]:
+    """A tenant with `count` eCom stores (no back-office data: the bridge needs none)."""
+    tenant_id = create_tenant(engine, f"bridge {new_id()}", is_test=False)
+    store_ids = [new_id() for _ in range(count)]
+    with engine.begin() as conn:
+        conn.execute(ecom_stores.insert(), [{"id": store_id, "tenant_id": tenant_id, "company_id": new_id(),
+                                             "number": f"E{n}", "name": f"shop {n}", "released": True}
+                                            for n, store_id in enumerate(store_ids)])
+    return tenant_id, store_ids
+
+
+def write_events(engine: sa.Engine, tenant_id: str, store_ids: list[str], per_store: int) -> dict[str, list[str]]:
+    """Events written the way changes write them, in several transactions, each announcing the same entities
+    again (a Kafka key is a store and an entity); each store's event ids in outbox order."""
+    entities = [new_id() for _ in range(per_store // 4)]
+    for _ in range(4):
+        with engine.begin() as conn:
+            pair_events(conn, tenant_id, subjects.INVENTORY_UPDATED,
+                        [(store_id, entity_id) for store_id in store_ids for entity_id in entities])
+    return {store_id: [event.event_id for event in undelivered(engine, StoreKey(tenant_id, store_id), 10_000)]
+            for store_id in store_ids}
+
+
+def point_at(settings: Settings, engine: sa.Engine, tenant_id: str, store_id: str, url: str) -> None:
+    set_destination(engine, secret_box(settings), tenant_id, store_id,
+                    DestinationSettings(kind="WEBHOOK", endpoint=url, entity_path=None, shared_access_key_name=None,
+                                        secret=SECRET))
+
+
+def outbox_rows(engine: sa.Engine, tenant_id: str) -> dict[str, Any]:
+    with engine.connect() as conn:
+        return {row.event_id: row for row in conn.execute(
+            sa.select(event_outbox).where(event_outbox.c.tenant_id == tenant_id))}
+
+
+def delivery_state(engine: sa.Engine, tenant_id: str, store_id: str) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(event_delivery_state).where(
+            event_delivery_state.c.tenant_id == tenant_id, event_delivery_state.c.ecom_store_id == store_id)).first()
+
+
+async def bridge_until(settings: Settings, engine: sa.Engine, done: Callable[[], Any], what: str,
+                       timeout: float = 30) -> None:
+    """Run the embedded bridge until `done()` holds, then stop it cleanly."""
+    stop = asyncio.Event()
+    running = asyncio.create_task(run_bridge(settings, engine, stop, destination_factory=quick_webhook))
+    try:
+        deadline = time.monotonic() + timeout
+        while not await asyncio.to_thread(done):
+            assert not running.done(), f"the bridge ended: {running.exception()!r}"
+            if time.monotonic() > deadline:
+                pytest.fail(f"waited {timeout} s for {what}")
+            await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 15)
+
+
+@pytest.fixture
+def fast(own_store: tuple[Settings, sa.Engine]) -> tuple[Settings, sa.Engine]:
+    settings, engine = own_store
+    return settings.model_copy(update=FAST), engine
+
+
+def assert_delivered_in_order(receiver: WebhookReceiver, expected: dict[str, list[str]]) -> None:
+    """Each store's events arrived once each, in outbox order."""
+    arrived = [delivery.webhook_id for delivery in receiver.deliveries]
+    assert receiver.rejections == []
+    for event_ids in expected.values():
+        wanted = set(event_ids)
+        assert [event_id for event_id in arrived if event_id in wanted] == event_ids
+
+
+def assert_delivered_in_order_per_entity(receiver: WebhookReceiver, expected: dict[str, list[str]]) -> None:
+    """Kafka mode: a store's events spread over partitions by entity (the key); each entity's stay in order."""
+    entity_of = {delivery.webhook_id: delivery.body["entityId"] for delivery in receiver.deliveries}
+    first_arrivals = list(dict.fromkeys(delivery.webhook_id for delivery in receiver.deliveries))
+    assert receiver.rejections == []
+    for event_ids in expected.values():
+        for entity_id in {entity_of[event_id] for event_id in event_ids}:
+            in_outbox = [event_id for event_id in event_ids if entity_of[event_id] == entity_id]
+            assert [event_id for event_id in first_arrivals if event_id in set(in_outbox)] == in_outbox
+
+
+async def test_embedded_bridge_delivers_every_row_once_in_order_per_store(
+        fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver) -> None:
+    settings, engine = fast
+    tenant_id, store_ids = add_stores(engine, 3)
+    for store_id in store_ids:
+        point_at(settings, engine, tenant_id, store_id, receiver.url)
+    expected = write_events(engine, tenant_id, store_ids, 120)  # several batches per store
+    total = sum(len(ids) for ids in expected.values())
+
+    await bridge_until(settings, engine, lambda: len(receiver.deliveries) >= total, "every event")
+
+    arrived = [delivery.webhook_id for delivery in receiver.deliveries]
+    assert len(arrived) == len(set(arrived)) == total  # once each: nothing failed, so nothing was sent again
+    assert_delivered_in_order(receiver, expected)
+    rows = outbox_rows(engine, tenant_id)
+    assert all(row.delivered_time is not None and row.attempts == 0 and row.last_error is None
+               for row in rows.values())
+    first = receiver.deliveries[0]
+    assert first.subject == subjects.INVENTORY_UPDATED
+    assert first.body == orjson.loads(OutgoingEvent(first.webhook_id, rows[first.webhook_id].subject,
+                                                    rows[first.webhook_id].entity_id, rows[first.webhook_id].datetime,
+                                                    None).body())
+    for store_id, event_ids in expected.items():
+        state = delivery_state(engine, tenant_id, store_id)
+        assert (state.last_delivered_event_id, state.consecutive_failures, state.credentials_refused) == (
+            event_ids[-1], 0, False)
+
+
+async def test_a_receiver_failing_for_a_while_gets_everything_after_backoff(
+        fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver) -> None:
+    settings, engine = fast
+    settings = settings.model_copy(update={"bridge_max_attempts": 1000})
+    tenant_id, (store_id,) = add_stores(engine, 1)
+    point_at(settings, engine, tenant_id, store_id, receiver.url)
+    receiver.fail_with(503, seconds=1.0)
+    expected = write_events(engine, tenant_id, [store_id], 20)
+
+    await bridge_until(settings, engine, lambda: len(receiver.event_ids()) >= 20, "delivery after the outage")
+
+    assert_delivered_in_order(receiver, expected)
+    rows = outbox_rows(engine, tenant_id)
+    first = rows[expected[store_id][0]]
+    assert first.attempts >= 2 and "503" in first.last_error  # the failures it outlived stay on record
+    assert all(row.delivered_time is not None and row.dead_letter_time is None for row in rows.values())
+    assert receiver.attempts > 20 + first.attempts - 1  # the retries did reach the receiver
+    state = delivery_state(engine, tenant_id, store_id)
+    assert (state.consecutive_failures, state.last_error, state.last_failure_time is not None) == (0, None, True)
+
+
+async def test_refused_credentials_are_reported_and_retried_slowly_without_dead_letters(
+        fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver) -> None:
+    settings, engine = fast
+    settings = settings.model_copy(update={"bridge_max_attempts": 2, "bridge_credentials_retry_seconds": 0.5})
+    tenant_id, (store_id,) = add_stores(engine, 1)
+    point_at(settings, engine, tenant_id, store_id, receiver.url)
+    receiver.fail_with(401)
+    expected = write_events(engine, tenant_id, [store_id], 4)
+    started = time.monotonic()
+
+    def refused_three_times() -> bool:
+        state = delivery_state(engine, tenant_id, store_id)
+        return bool(state and state.credentials_refused and state.consecutive_failures >= 3)
+
+    await bridge_until(settings, engine, refused_three_times, "three refusals")
+    elapsed = time.monotonic() - started
+
+    # A batch attempt, then one event at a time, each only after the credentials wait (not the 0.05 s backoff).
+    assert receiver.attempts <= 2 + math.ceil(elapsed / 0.5)
+    rows = outbox_rows(engine, tenant_id)
+    # Refusals are not the event's fault: no attempt counted, none dead-lettered (two counted would have).
+    assert all(row.attempts == 0 and row.dead_letter_time is None and row.delivered_time is None
+               for row in rows.values())
+    assert "401" in delivery_state(engine, tenant_id, store_id).last_error
+
+    receiver.behave()
+    await bridge_until(settings, engine, lambda: len(receiver.event_ids()) >= 4, "delivery with fixed credentials")
+    assert_delivered_in_order(receiver, expected)
+    assert delivery_state(engine, tenant_id, store_id).credentials_refused is False
+
+
+async def test_an_event_refused_for_good_is_dead_lettered_after_the_attempts(
+        fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver) -> None:
+    settings, engine = fast
+    settings = settings.model_copy(update={"bridge_max_attempts": 3})
+    tenant_id, (store_id,) = add_stores(engine, 1)
+    point_at(settings, engine, tenant_id, store_id, receiver.url)
+    receiver.fail_with(404)
+    write_events(engine, tenant_id, [store_id], 4)
+
+    await bridge_until(settings, engine, lambda: all(row.dead_letter_time for row in outbox_rows(
+        engine, tenant_id).values()), "the dead letters")
+
+    rows = outbox_rows(engine, tenant_id).values()
+    assert all(row.attempts == 3 and "404" in row.last_error and row.delivered_time is None for row in rows)
+    # One failed batch, then each event alone, three times: the attempts land on the event that failed.
+    assert receiver.attempts == 1 + 4 * 3
+    assert delivery_state(engine, tenant_id, store_id).consecutive_failures == 12
+
+
+async def test_a_failing_store_does_not_hold_up_another(
+        fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver, other_receiver: WebhookReceiver) -> None:
+    settings, engine = fast
+    settings = settings.model_copy(update={"bridge_max_attempts": 1000})
+    tenant_id, (failing, healthy) = add_stores(engine, 2)
+    point_at(settings, engine, tenant_id, failing, other_receiver.url)
+    point_at(settings, engine, tenant_id, healthy, receiver.url)
+    other_receiver.fail_with(503)
+    expected = write_events(engine, tenant_id, [failing, healthy], 100)
+
+    await bridge_until(settings, engine, lambda: len(receiver.event_ids()) >= 100, "the healthy store's events")
+
+    assert_delivered_in_order(receiver, {healthy: expected[healthy]})
+    assert other_receiver.deliveries == [] and other_receiver.attempts >= 2
+    rows = outbox_rows(engine, tenant_id)
+    assert all(rows[event_id].delivered_time is None for event_id in expected[failing])
+    assert delivery_state(engine, tenant_id, failing).consecutive_failures >= 1
+
+
+async def test_events_of_a_store_without_destination_are_discarded(
+        fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver) -> None:
+    settings, engine = fast
+    tenant_id, (silent, listening) = add_stores(engine, 2)
+    point_at(settings, engine, tenant_id, listening, receiver.url)
+    expected = write_events(engine, tenant_id, [silent, listening], 6)
+
+    await bridge_until(settings, engine, lambda: all(row.delivered_time for row in outbox_rows(
+        engine, tenant_id).values()), "every row settled")
+
+    rows = outbox_rows(engine, tenant_id)
+    assert receiver.event_ids() == set(expected[listening])
+    assert {rows[event_id].last_error for event_id in expected[silent]} == {NO_DESTINATION}
+    assert delivery_state(engine, tenant_id, silent).last_error == NO_DESTINATION
+
+
+# Kafka mode: `pia bridge` processes in one consumer group.
+
+TOPIC_PARTITIONS = 4
+
+
+@pytest.fixture
+def postgres_store(own_store: tuple[Settings, sa.Engine], backend: str) -> tuple[Settings, sa.Engine]:
+    if backend != "postgresql":
+        pytest.skip("separate `pia bridge` processes need PostgreSQL (the DuckDB file has one process)")
+    return own_store
+
+
+class BridgeProcess:
+    """A `pia bridge` subprocess, its log in a file."""
+
+    def __init__(self, settings: Settings, kafka: KafkaBroker, topic: str, log_path: Path) -> None:  # noqa: F811
+        env = {**os.environ, "PIA_DATABASE_URL": settings.database_url, "PIA_DATA_DIR": str(settings.data_dir),
+               "PIA_SECRET_KEY": settings.secret_key.get_secret_value(),
+               "PIA_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "PIA_KAFKA_TOPIC": topic,
+               "PIA_KAFKA_GROUP_ID": f"group-{topic}", "PIA_BRIDGE_RETRY_BASE_SECONDS": "0.05",
+               "PIA_BRIDGE_RETRY_MAX_SECONDS": "0.2", "PIA_BRIDGE_BATCH_SIZE": "20"}
+        self.log_path = log_path
+        self._log = log_path.open("w")
+        self.process = subprocess.Popen([PIA, "bridge"], env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def assigned(self) -> set[int]:
+        """The partitions of its latest assignment, from its log."""
+        found = re.findall(r"partitions assigned: \[([0-9, ]*)\]", self.log_path.read_text())
+        return {int(part) for part in found[-1].split(",") if part.strip()} if found else set()
+
+    def stop(self, how: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(how)
+        code = self.process.wait(timeout=20)
+        self._log.close()
+        return code
+
+
+def publish(kafka: KafkaBroker, engine: sa.Engine, topic: str, tenant_id: str,  # noqa: F811
+            event_ids: list[str]) -> dict[str, int]:
+    """What the relay does: each row as a record of the design's format, acknowledged, then marked published.
+    Returns the partition each event went to."""
+    rows = outbox_rows(engine, tenant_id)
+
+    async def send() -> dict[str, int]:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all", enable_idempotence=False,
+                                    request_timeout_ms=10_000)
+        await producer.start()
+        try:
+            sent = [await producer.send(topic, OutgoingEvent(
+                row.event_id, row.subject, row.entity_id, row.datetime, None).body(),
+                key=f"{row.ecom_store_id}:{row.entity_id or ''}".encode(),
+                headers=[("subject", row.subject.encode()), ("tenantId", row.tenant_id.encode()),
+                         ("ecomStoreId", row.ecom_store_id.encode())]) for row in map(rows.get, event_ids)]
+            acknowledged = await asyncio.gather(*sent)
+        finally:
+            await producer.stop()
+        return {event_id: metadata.partition for event_id, metadata in zip(event_ids, acknowledged, strict=True)}
+
+    partitions = asyncio.run(send())
+    with engine.begin() as conn:
+        conn.execute(event_outbox.update().where(event_outbox.c.event_id.in_(event_ids)).values(
+            published_time=utc_now()))
+    return partitions
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = 45) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout} s for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def two_bridges(postgres_store: tuple[Settings, sa.Engine], kafka: KafkaBroker,  # noqa: F811
+                tmp_path: Path) -> Iterator[tuple[str, list[BridgeProcess]]]:
+    settings, _ = postgres_store
+    topic = f"pia.events.{new_id()}"
+    kafka.create_topic(topic, partitions=TOPIC_PARTITIONS)
+    bridges = [BridgeProcess(settings, kafka, topic, tmp_path / f"bridge-{n}.log") for n in range(2)]
+    try:
+        # Both members in the group before anything is published, so the partitions are shared from the start.
+        wait_until(lambda: all(bridge.assigned() for bridge in bridges), "both bridges to get partitions")
+        yield topic, bridges
+    finally:
+        for bridge in bridges:
+            bridge.stop(signal.SIGKILL)
+
+
+def kafka_world(settings: Settings, engine: sa.Engine, receiver: WebhookReceiver,
+                stores: int, per_store: int) -> tuple[str, dict[str, list[str]]]:
+    tenant_id, store_ids = add_stores(engine, stores)
+    for store_id in store_ids:
+        point_at(settings, engine, tenant_id, store_id, receiver.url)
+    return tenant_id, write_events(engine, tenant_id, store_ids, per_store)
+
+
+@pytest.mark.timeout(120)  # two processes start and join the group: slow only on a loaded machine
+def test_two_bridge_processes_share_the_partitions_and_deliver_everything(
+        postgres_store: tuple[Settings, sa.Engine], kafka: KafkaBroker,  # noqa: F811
+        two_bridges: tuple[str, list[BridgeProcess]], receiver: WebhookReceiver) -> None:
+    settings, engine = postgres_store
+    topic, bridges = two_bridges
+    tenant_id, expected = kafka_world(settings, engine, receiver, stores=8, per_store=40)
+    every = [event_id for ids in expected.values() for event_id in ids]
+
+    publish(kafka, engine, topic, tenant_id, every)
+    wait_until(lambda: receiver.event_ids() >= set(every), "every event at the receiver")
+    wait_until(lambda: all(row.delivered_time for row in outbox_rows(engine, tenant_id).values()),
+               "every row marked delivered")
+
+    shares = [bridge.assigned() for bridge in bridges]
+    assert shares[0] and shares[1] and shares[0] | shares[1] == set(range(TOPIC_PARTITIONS))
+    assert not shares[0] & shares[1]
+    assert_delivered_in_order_per_entity(receiver, expected)
+    assert [bridge.stop() for bridge in bridges] == [0, 0]  # SIGTERM: a clean stop
+
+
+@pytest.mark.timeout(120)  # as above, and the group notices the dead member only after its session timeout
+def test_when_one_bridge_is_killed_the_other_delivers_the_rest(
+        postgres_store: tuple[Settings, sa.Engine], kafka: KafkaBroker,  # noqa: F811
+        two_bridges: tuple[str, list[BridgeProcess]], receiver: WebhookReceiver) -> None:
+    settings, engine = postgres_store
+    topic, (victim, survivor) = two_bridges
+    tenant_id, expected = kafka_world(settings, engine, receiver, stores=8, per_store=40)
+    every = [event_id for ids in expected.values() for event_id in ids]
+    receiver.slow_down(0.005)  # events still flowing when the victim dies
+
+    partitions = publish(kafka, engine, topic, tenant_id, every)
+    wait_until(lambda: len(receiver.deliveries) >= 40, "deliveries under way")
+    victims_share = victim.assigned()
+    victim.stop(signal.SIGKILL)
+    left_by_victim = {event_id for event_id in every if partitions[event_id] in victims_share} - receiver.event_ids()
+    assert left_by_victim  # the survivor has some of the victim's partitions' events to deliver
+    wait_until(lambda: survivor.assigned() == set(range(TOPIC_PARTITIONS)), "the survivor to take every partition")
+    receiver.behave()
+    wait_until(lambda: receiver.event_ids() >= set(every), "every event delivered at least once")
+
+    assert len(receiver.event_ids()) == len(every)
+    assert_delivered_in_order_per_entity(receiver, expected)
+    wait_until(lambda: all(row.delivered_time for row in outbox_rows(engine, tenant_id).values()),
+               "every row marked delivered")
