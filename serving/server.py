@@ -20,7 +20,8 @@ def base_url(host: str, port: int) -> str:
 def run(settings: Settings, engine: sa.Engine, host: str, port: int) -> None:
     app = create_app(settings, engine, issuer=settings.issuer or base_url(host, port),
                      run_pipeline=settings.runs_inprocess_worker,
-                     run_bridge=settings.is_embedded and not settings.kafka_bootstrap_servers)
+                     # The DuckDB file is this process's: its bridge runs here, from Kafka when one is set.
+                     run_bridge=settings.is_embedded)
     try:
         app.extensions["pia"].tokens.read_keys()
     except SecretKeyError as error:
