@@ -21,6 +21,7 @@ from contracts.errors import (
     OtherHttpError,
 )
 from contracts.limits import MAX_REQUEST_BYTES
+from events.relay import run_relay
 from pipeline.worker import Pipeline, run_supervised
 from serving.authentication import Authenticator
 from serving.jsonio import json_response
@@ -75,6 +76,8 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         uploads=_attach_upload_work(app, settings),
         wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None,
         wake_orders=_attach_order_processor(app, settings, engine))
+    if settings.kafka_bootstrap_servers and settings.is_embedded:
+        _attach_event_relay(app, settings, engine)
 
     @app.before_serving
     async def start_audit_writer() -> None:
@@ -147,6 +150,13 @@ def _attach_order_processor(app: Quart, settings: Settings, engine: sa.Engine) -
     """Process orders in a thread while the app serves (always: the conditional RECEIVED → OPEN step lets it
     share the work with `pia worker` processes); returns how a new order wakes it."""
     return _attach_thread(app, "order-processor", partial(run_order_processor, engine), settings.worker_poll_seconds)
+
+
+def _attach_event_relay(app: Quart, settings: Settings, engine: sa.Engine) -> None:
+    """Kafka mode on DuckDB: this process owns the file, so it runs the one relay (on PostgreSQL `pia worker`
+    processes do). It polls every relay_poll_seconds; a stop flushes its producer."""
+    _attach_thread(app, "event-relay", lambda stop, _wake, _poll: run_relay(settings, engine, stop),
+                   settings.relay_poll_seconds)
 
 
 def _attach_thread(app: Quart, name: str, run: Callable[[threading.Event, threading.Event, float], None],
