@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from contracts import events as subjects
 from store.bulk import insert_rows
+from store.engine import is_duckdb
 from store.ids import new_id, utc_now
 from store.schema import (
     assortment_lines,
@@ -25,6 +26,9 @@ from store.schema import (
     retail_stores,
     skus,
 )
+
+# PostgreSQL's channel the relays LISTEN on (events/relay.py).
+OUTBOX_CHANNEL = "pia_outbox"
 
 
 def _assortment_holds(sku_id: sa.ColumnElement) -> sa.ColumnElement[bool]:
@@ -43,6 +47,9 @@ def _insert(conn: sa.Connection, tenant_id: str, subject: str, pairs: Iterable[t
     rows = [{"event_id": new_id(), "tenant_id": tenant_id, "ecom_store_id": store_id, "subject": subject,
              "entity_id": entity_id, "datetime": at, "metadata": encoded} for store_id, entity_id in pairs]
     insert_rows(conn, event_outbox, rows)
+    if rows and not is_duckdb(conn.engine):
+        # Delivered at commit, to nobody if the transaction rolls back; repeats within it are folded into one.
+        conn.execute(sa.text(f"NOTIFY {OUTBOX_CHANNEL}"))
     return len(rows)
 
 

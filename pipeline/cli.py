@@ -13,6 +13,7 @@ import orjson
 import sqlalchemy as sa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from events.relay import run_relay
 from pipeline.worker import Pipeline, run_supervised
 from settings import Settings
 from store.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, outcomes, requeue_failed
@@ -49,9 +50,16 @@ def worker() -> None:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    # Kafka mode: this worker also relays the outbox to Kafka (beside any other workers' relays).
+    relay = threading.Thread(target=run_relay, args=(settings, engine, stop), name="event-relay") \
+        if settings.kafka_bootstrap_servers else None
+    if relay:
+        relay.start()
     click.echo(f"pipeline worker {pipeline.worker_id} started", err=True)
     run_supervised(pipeline, stop, wake, settings.worker_poll_seconds)
     orders.join()
+    if relay:
+        relay.join()
 
 
 @click.group()

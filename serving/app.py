@@ -22,6 +22,7 @@ from contracts.errors import (
 )
 from contracts.limits import MAX_REQUEST_BYTES
 from events import bridge
+from events.relay import run_relay
 from pipeline.worker import Pipeline, run_supervised
 from serving.authentication import Authenticator
 from serving.jsonio import json_response
@@ -80,6 +81,8 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         wake_orders=_attach_order_processor(app, settings, engine))
     if run_bridge:
         _attach_bridge(app, settings, engine)
+    if settings.kafka_bootstrap_servers and settings.is_embedded:
+        _attach_event_relay(app, settings, engine)
 
     @app.before_serving
     async def start_audit_writer() -> None:
@@ -167,6 +170,13 @@ def _attach_bridge(app: Quart, settings: Settings, engine: sa.Engine) -> None:
     async def stop_bridge() -> None:
         stop.set()
         await asyncio.gather(*running, return_exceptions=True)
+
+
+def _attach_event_relay(app: Quart, settings: Settings, engine: sa.Engine) -> None:
+    """Kafka mode on DuckDB: this process owns the file, so it runs the one relay (on PostgreSQL `pia worker`
+    processes do). It polls every relay_poll_seconds; a stop flushes its producer."""
+    _attach_thread(app, "event-relay", lambda stop, _wake, _poll: run_relay(settings, engine, stop),
+                   settings.relay_poll_seconds)
 
 
 def _attach_thread(app: Quart, name: str, run: Callable[[threading.Event, threading.Event, float], None],

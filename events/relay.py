@@ -1,0 +1,196 @@
+"""The relay, Kafka mode's first leg: unpublished outbox rows to the Kafka topic, marked published once acknowledged.
+
+A round claims up to relay_batch_size rows in event_id order, sends each as the record the bridge reads (key
+`ecomStoreId:entityId`, headers subject/tenantId/ecomStoreId, value the event message), waits for every
+acknowledgement (acks="all") and only then sets published_time and commits. A failed send rolls the round back:
+its rows stay unpublished and go again next round, so a row reaches Kafka at least once, possibly twice.
+
+On PostgreSQL several relays (one per `pia worker`) share the outbox: each claims rows with FOR UPDATE SKIP
+LOCKED, so in the normal case no row is sent twice, and each wakes at once on the NOTIFY a writing transaction
+sends at commit (events/outbox.py), with the slow poll relay_poll_seconds as the safety net. On DuckDB the serve
+process owns the file and runs the one relay, which polls. While Kafka (or the database) fails, rounds are tried
+again after an exponential backoff with jitter; the rows wait in the outbox meanwhile.
+"""
+
+import asyncio
+import contextlib
+import logging
+import threading
+
+import orjson
+import psycopg
+import sqlalchemy as sa
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from events.delivery import OutgoingEvent
+from events.outbox import OUTBOX_CHANNEL
+from pipeline.worker import RetryPolicy, is_transient
+from settings import Settings
+from store.engine import is_duckdb
+from store.ids import utc_now
+from store.schema import event_outbox
+
+log = logging.getLogger(__name__)
+
+# Bounds every wait on the broker (metadata, acknowledgements): an unreachable Kafka fails a round, never hangs it.
+KAFKA_TIMEOUT_MS = 10_000
+RELAY_RETRY = RetryPolicy(base_seconds=0.5, max_seconds=30.0)
+# Failures beyond this count wait the capped time; counting on would overflow base·2^failures in a long outage.
+_BACKOFF_STEPS = 32
+# A stop asked for by another thread (a signal handler, the server shutting down) is seen within this time.
+STOP_CHECK_SECONDS = 0.2
+
+Record = tuple[bytes, bytes, list[tuple[str, bytes]]]
+
+
+def kafka_record(row: sa.Row) -> Record:
+    """An outbox row as the Kafka record of the shared design: (key, value, headers)."""
+    event = OutgoingEvent(row.event_id, row.subject, row.entity_id, row.datetime,
+                          orjson.loads(row.metadata) if row.metadata else None)
+    headers = [("subject", row.subject.encode()), ("tenantId", row.tenant_id.encode()),
+               ("ecomStoreId", row.ecom_store_id.encode())]
+    return f"{row.ecom_store_id}:{row.entity_id or ''}".encode(), event.body(), headers
+
+
+def new_producer(settings: Settings, timeout_ms: int = KAFKA_TIMEOUT_MS) -> AIOKafkaProducer:
+    # No idempotence: the test broker cannot do it, and the bridge's consumers deduplicate on eventId anyway.
+    return AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all", enable_idempotence=False,
+                            request_timeout_ms=timeout_ms)
+
+
+def _claim(engine: sa.Engine, batch_size: int) -> sa.Select:
+    query = (sa.select(event_outbox)
+             # Rows delivered without Kafka (the embedded mode, before Kafka was configured) are not sent again.
+             .where(event_outbox.c.published_time.is_(None), event_outbox.c.delivered_time.is_(None),
+                    event_outbox.c.dead_letter_time.is_(None))
+             .order_by(event_outbox.c.event_id).limit(batch_size))
+    # Relays sharing PostgreSQL each take rows no other holds; DuckDB has one relay, in the process owning the file.
+    return query if is_duckdb(engine) else query.with_for_update(skip_locked=True)
+
+
+async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, settings: Settings) -> int:
+    """One round; returns how many rows were published. Raises (and leaves the rows unpublished) when a send
+    fails. The database calls block the event loop: it is the relay's own, nothing else waits on it."""
+    with engine.begin() as conn:
+        rows = conn.execute(_claim(engine, settings.relay_batch_size)).all()
+        if not rows:
+            return 0
+        # Sends issued one after another, in event_id order: aiokafka keeps that order within a partition, and
+        # one key always goes to one partition, so each eCom store and entity keeps its order.
+        acknowledgements = [await producer.send(settings.kafka_topic, value, key=key, headers=headers)
+                            for key, value, headers in map(kafka_record, rows)]
+        outcomes = await asyncio.gather(*acknowledgements, return_exceptions=True)
+        if failure := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None):
+            raise failure
+        conn.execute(event_outbox.update().where(event_outbox.c.event_id.in_([row.event_id for row in rows]))
+                     .values(published_time=utc_now()))
+    return len(rows)
+
+
+def run_relay(settings: Settings, engine: sa.Engine, stop: threading.Event, retry: RetryPolicy = RELAY_RETRY,
+              kafka_timeout_ms: int = KAFKA_TIMEOUT_MS) -> None:
+    """Relay until `stop` is set (a thread of `pia worker`, or of `pia serve` on DuckDB), then flush and stop the
+    producer. A round in progress when asked to stop finishes first (bounded by kafka_timeout_ms)."""
+    asyncio.run(_Relay(settings, engine, stop, retry, kafka_timeout_ms).run())
+
+
+class _Relay:
+    def __init__(self, settings: Settings, engine: sa.Engine, stop: threading.Event, retry: RetryPolicy,
+                 kafka_timeout_ms: int) -> None:
+        self.settings, self.engine, self.stop, self.retry = settings, engine, stop, retry
+        self.kafka_timeout_ms = kafka_timeout_ms
+        self.producer: AIOKafkaProducer | None = None
+
+    async def run(self) -> None:
+        wake = asyncio.Event()
+        listener = None if is_duckdb(self.engine) else asyncio.create_task(self._listen(wake))
+        failures = 0
+        try:
+            while not self.stop.is_set():
+                wake.clear()
+                try:
+                    published = await publish_pending(self.engine, await self._producer(), self.settings)
+                except Exception as error:
+                    failures += 1
+                    self._report(error, failures)
+                    await self._drop_producer()
+                    await self._pause(self._backoff(failures))  # not shortened by NOTIFY
+                    continue
+                if failures:
+                    log.info("relay: sending again after %d failed round(s)", failures)
+                    failures = 0
+                if published < self.settings.relay_batch_size:  # else more may wait: go on at once
+                    await self._pause(self.settings.relay_poll_seconds, wake)
+        finally:
+            if listener is not None:
+                listener.cancel()
+                await asyncio.gather(listener, return_exceptions=True)
+            await self._drop_producer()
+
+    def _backoff(self, failures: int) -> float:
+        return self.retry.delay(min(failures, _BACKOFF_STEPS)).total_seconds()
+
+    async def _producer(self) -> AIOKafkaProducer:
+        """The started producer; started on first use, so an unreachable broker is one more failed round."""
+        if self.producer is None:
+            producer = new_producer(self.settings, self.kafka_timeout_ms)
+            try:
+                await producer.start()
+            except BaseException:
+                await producer.stop()
+                raise
+            self.producer = producer
+        return self.producer
+
+    async def _drop_producer(self) -> None:
+        """Stop the producer (flushing what it holds). After a failed round the next one starts a fresh producer,
+        which learns the cluster again from the bootstrap servers instead of retrying on what it knew."""
+        if self.producer is not None:
+            producer, self.producer = self.producer, None
+            with contextlib.suppress(KafkaError):
+                await producer.stop()
+
+    def _report(self, error: Exception, failures: int) -> None:
+        """Once per outage for what comes and goes (Kafka, the database); every time for anything else."""
+        if isinstance(error, KafkaError) or is_transient(error):
+            if failures == 1:
+                log.warning("relay: %s unavailable (%s); the outbox holds the events until it is back",
+                            "Kafka" if isinstance(error, KafkaError) else "the database", type(error).__name__)
+        else:
+            log.exception("relay: a round failed (%d in a row)", failures)
+
+    async def _pause(self, seconds: float, wake: asyncio.Event | None = None) -> None:
+        """Wait `seconds`, less when woken or stopped."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while not self.stop.is_set() and not (wake and wake.is_set()) and (left := deadline - loop.time()) > 0:
+            step = min(left, STOP_CHECK_SECONDS)
+            if wake is None:
+                await asyncio.sleep(step)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), step)
+
+    async def _listen(self, wake: asyncio.Event) -> None:
+        """PostgreSQL: LISTEN on the outbox channel on a connection of its own and wake the relay on each NOTIFY.
+        A lost connection is made again after a backoff (logged once); the slow poll covers the gap."""
+        conninfo = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        failures = 0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True,
+                                                                 connect_timeout=3) as conn:
+                    await conn.execute(f"LISTEN {OUTBOX_CHANNEL}")
+                    if failures:
+                        log.info("relay: listening for new events again")
+                    failures = 0
+                    wake.set()  # rows committed while nobody listened
+                    async for _ in conn.notifies():
+                        wake.set()
+            except psycopg.Error as error:
+                failures += 1
+                if failures == 1:
+                    log.warning("relay: cannot listen for new events (%s); polling every %.0f s meanwhile",
+                                type(error).__name__, self.settings.relay_poll_seconds)
+                await asyncio.sleep(self._backoff(failures))
