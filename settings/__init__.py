@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     staged_retention_days: int = 30
     batch_retention_days: int = 90
     audit_retention_days: int = 90
+    # Change events are kept this long after delivery (to look into a delivery); dead letters until replayed.
+    delivered_event_retention_days: int = 7
     retention_interval_seconds: float = 3600.0
     # Worker processes that decompress, parse, check and stage uploads, off the API's event loop. 0 runs that
     # work in threads of the API process instead, where a large batch stalls the loop (a benchmark baseline).

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from settings import Settings
 from store.batches import FINISHED, unfinished_staged_paths
-from store.schema import audit_events, batches, pipeline_workers
+from store.schema import audit_events, batches, event_outbox, pipeline_workers
 
 DELETE_CHUNK = 10_000
 # A worker killed without retiring leaves its heartbeat row; a day is long enough to look at it afterwards.
@@ -26,12 +26,14 @@ class RetentionPolicy:
     staged_files: timedelta
     finished_batches: timedelta
     audit_events: timedelta
+    delivered_events: timedelta
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "RetentionPolicy":
         return cls(staged_files=timedelta(days=settings.staged_retention_days),
                    finished_batches=timedelta(days=settings.batch_retention_days),
-                   audit_events=timedelta(days=settings.audit_retention_days))
+                   audit_events=timedelta(days=settings.audit_retention_days),
+                   delivered_events=timedelta(days=settings.delivered_event_retention_days))
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Removed:
     finished_batches: int
     audit_events: int
     worker_rows: int
+    delivered_events: int
 
 
 def remove_expired(engine: sa.Engine, staging_dir: Path, policy: RetentionPolicy, now: datetime) -> Removed:
@@ -51,7 +54,9 @@ def remove_expired(engine: sa.Engine, staging_dir: Path, policy: RetentionPolicy
         audit_events=_delete_in_chunks(engine, audit_events, (audit_events.c.id,),
                                        audit_events.c.time < now - policy.audit_events),
         worker_rows=_delete_in_chunks(engine, pipeline_workers, (pipeline_workers.c.worker_id,),
-                                      pipeline_workers.c.heartbeat_time < now - DEAD_WORKER_ROWS_KEPT))
+                                      pipeline_workers.c.heartbeat_time < now - DEAD_WORKER_ROWS_KEPT),
+        delivered_events=_delete_in_chunks(engine, event_outbox, (event_outbox.c.event_id,),
+                                           event_outbox.c.delivered_time < now - policy.delivered_events))
 
 
 def remove_staged_files(engine: sa.Engine, staging_dir: Path, staged_before: datetime) -> int:

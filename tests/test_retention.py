@@ -21,14 +21,14 @@ from store.backoffice import load_document
 from store.batches import get_batch
 from store.ids import new_id, utc_now
 from store.retention import Removed, RetentionPolicy, remove_expired
-from store.schema import audit_events, batches, pipeline_workers
+from store.schema import audit_events, batches, event_outbox, pipeline_workers
 from store.tenants import create_tenant
 from store.workers import beat
 from tests.batches import body, envelope, forecast_item, new_batch_id
 from tests.conftest import wait_for
 
 POLICY = RetentionPolicy(staged_files=timedelta(days=30), finished_batches=timedelta(days=90),
-                         audit_events=timedelta(days=90))
+                         audit_events=timedelta(days=90), delivered_events=timedelta(days=7))
 
 
 def _tenant(engine: sa.Engine) -> str:
@@ -70,6 +70,17 @@ def _audit(engine: sa.Engine, tenant_id: str, days_ago: int) -> str:
     return row_id
 
 
+def _event(engine: sa.Engine, tenant_id: str, delivered_days_ago: int | None, dead: bool = False) -> str:
+    """An outbox row written 30 days ago, delivered `delivered_days_ago` (None: not yet), or dead-lettered."""
+    event_id, then = new_id(), utc_now() - timedelta(days=30)
+    delivered = None if delivered_days_ago is None else utc_now() - timedelta(days=delivered_days_ago)
+    with engine.begin() as conn:
+        conn.execute(event_outbox.insert().values(
+            event_id=event_id, tenant_id=tenant_id, ecom_store_id=new_id(), subject="ProductUpdated",
+            entity_id=new_id(), datetime=then, delivered_time=delivered, dead_letter_time=then if dead else None))
+    return event_id
+
+
 def _ids(engine: sa.Engine, column: sa.Column) -> set[str]:
     with engine.connect() as conn:
         return set(conn.scalars(sa.select(column)))
@@ -91,16 +102,19 @@ def test_retention_removes_what_is_old_and_keeps_the_rest(own_store, monkeypatch
     young_audit = {_audit(engine, tenant, days) for days in (0, 89)}
     beat(engine, "dead worker", utc_now() - timedelta(days=2))
     beat(engine, "live worker", utc_now())
+    delivered_long_ago = {_event(engine, tenant, days) for days in (8, 20, 30)}
+    kept_events = {_event(engine, tenant, 6), _event(engine, tenant, None), _event(engine, tenant, None, dead=True)}
 
     removed = remove_expired(engine, staging, POLICY, utc_now())
 
-    assert removed == Removed(staged_files=3, finished_batches=1, audit_events=5, worker_rows=1)
+    assert removed == Removed(staged_files=3, finished_batches=1, audit_events=5, worker_rows=1, delivered_events=3)
+    assert _ids(engine, event_outbox.c.event_id) & (delivered_long_ago | kept_events) == kept_events
     assert not ancient_file.exists() and not older_file.exists() and not orphan_old.exists()
     assert young_file.exists() and stuck_file.exists() and orphan_young.exists()
     assert _ids(engine, batches.c.batch_id) == {older, young, stuck}  # rows outlive their files
     assert _ids(engine, audit_events.c.id) == young_audit and not old_audit & _ids(engine, audit_events.c.id)
     assert _ids(engine, pipeline_workers.c.worker_id) == {"live worker"}
-    assert remove_expired(engine, staging, POLICY, utc_now()) == Removed(0, 0, 0, 0)
+    assert remove_expired(engine, staging, POLICY, utc_now()) == Removed(0, 0, 0, 0, 0)
 
 
 
