@@ -60,7 +60,8 @@ class Demo:
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=20)
+        # Hypercorn's graceful shutdown alone takes seconds, and many more on a loaded machine.
+        self.process.wait(timeout=60)
 
 
 def test_first_run_seeds_writes_credentials_and_prints_a_working_curl(tmp_path: Path) -> None:

@@ -138,7 +138,11 @@ class WebhookReceiver:
             protocol_version = "HTTP/1.1"  # keep-alive, so the sender's connection reuse is exercised
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                length = int(self.headers.get("content-length", 0))
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender died mid-request (a killed bridge): nothing was delivered
+                    self.close_connection = True
+                    return
                 headers = {name.lower(): value for name, value in self.headers.items()}
                 self.send_response(receiver._receive(headers, body, self.client_address[1]))
                 self.send_header("content-length", "0")
