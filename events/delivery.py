@@ -23,6 +23,12 @@ class OutgoingEvent:
     datetime: datetime
     metadata: dict[str, Any] | None
 
+    @classmethod
+    def of_outbox_row(cls, row: Any) -> "OutgoingEvent":
+        """The event of an `event_outbox` row (its metadata is JSON text or null)."""
+        return cls(row.event_id, row.subject, row.entity_id, row.datetime,
+                   orjson.loads(row.metadata) if row.metadata else None)
+
     def body(self) -> bytes:
         """The event message of SPEC.md's Events section, as JSON."""
         message: dict[str, Any] = {"entityId": self.entity_id, "eventId": self.event_id,

@@ -17,7 +17,6 @@ import contextlib
 import logging
 import threading
 
-import orjson
 import psycopg
 import sqlalchemy as sa
 from aiokafka import AIOKafkaProducer
@@ -46,8 +45,7 @@ Record = tuple[bytes, bytes, list[tuple[str, bytes]]]
 
 def kafka_record(row: sa.Row) -> Record:
     """An outbox row as the Kafka record of the shared design: (key, value, headers)."""
-    event = OutgoingEvent(row.event_id, row.subject, row.entity_id, row.datetime,
-                          orjson.loads(row.metadata) if row.metadata else None)
+    event = OutgoingEvent.of_outbox_row(row)
     headers = [("subject", row.subject.encode()), ("tenantId", row.tenant_id.encode()),
                ("ecomStoreId", row.ecom_store_id.encode())]
     return f"{row.ecom_store_id}:{row.entity_id or ''}".encode(), event.body(), headers

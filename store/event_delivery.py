@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 import sqlalchemy as sa
 
 from events.delivery import OutgoingEvent  # a leaf module: the message, nothing of the bridge
@@ -53,8 +52,7 @@ def undelivered(engine: sa.Engine, store: StoreKey, limit: int) -> list[Outgoing
         rows = conn.execute(sa.select(outbox.c.event_id, outbox.c.subject, outbox.c.entity_id, outbox.c.datetime,
                                       outbox.c.metadata)
                             .where(_open(store)).order_by(outbox.c.event_id).limit(limit))
-        return [OutgoingEvent(row.event_id, row.subject, row.entity_id, row.datetime,
-                            orjson.loads(row.metadata) if row.metadata else None) for row in rows]
+        return [OutgoingEvent.of_outbox_row(row) for row in rows]
 
 
 def claim_store(conn: sa.Connection, store: StoreKey) -> bool:
