@@ -78,7 +78,8 @@ class Report:
 
 
 def upload_file(client: PiaClient, kind: str, path: Path, generated_at: str | None, *, wait: bool,
-                rejected_path: Path | None, report: Report, first_poll: float = 0.5) -> tuple[int, dict[str, Any]]:
+                rejected_path: Path | None, report: Report, items_per_batch: int | None = None,
+                first_poll: float = 0.5) -> tuple[int, dict[str, Any]]:
     """The whole run; its exit code and a summary (printed as JSON by the command)."""
     try:
         items = read_items(path, kind, datetime.now(UTC).date())
@@ -94,7 +95,7 @@ def upload_file(client: PiaClient, kind: str, path: Path, generated_at: str | No
     except BadFile as bad:
         _report_problems(report, path, bad)
         return BAD_INPUT, {"problems": bad.count}
-    batches = plan_batches(items, kind, generated_at, limits)
+    batches = plan_batches(items, kind, generated_at, limits, items_per_batch)
     report.say(f"{len(items)} items of {path.name} in {len(batches)} batches, generatedAt {generated_at}")
     with report.batches(len(items)):
         deliveries = send_batches(client, kind, batches, report.delivered)
@@ -167,12 +168,15 @@ def _generated_at(_: click.Context, __: click.Parameter, value: str | None) -> s
                    "Default: PIA_CLIENT_ID and PIA_CLIENT_SECRET.")
 @click.option("--generated-at", callback=_generated_at,
               help="The planning run's timestamp, the same on a rerun (default: the file's modification time).")
+@click.option("--batch-items", type=click.IntRange(min=1),
+              help="At most this many items per batch (default: the server's recommendedItemsPerBatch). Keep it "
+                   "the same on a rerun.")
 @click.option("--wait", is_flag=True, help="Follow the batches until they are applied; exit 1 if items were "
                                            "rejected or a batch failed.")
 @click.option("--rejected", "rejected_path", type=click.Path(dir_okay=False, path_type=Path),
               help="With --wait: write the rejected items (with their rows in FILE) to this CSV.")
 def upload(kind: str, file: Path, tenant_id: str, url: str | None, credentials_file: Path | None,
-           generated_at: str | None, wait: bool, rejected_path: Path | None) -> None:
+           generated_at: str | None, batch_items: int | None, wait: bool, rejected_path: Path | None) -> None:
     """Upload a planner's CSV or Parquet file of sales forecasts or replenishment parameters (long or item shape)."""
     settings = Settings()
     url = url or settings.url
@@ -185,7 +189,7 @@ def upload(kind: str, file: Path, tenant_id: str, url: str | None, credentials_f
     try:
         with PiaClient(url, tenant_id, credentials) as client:
             code, summary = upload_file(client, KINDS[kind], file, generated_at, wait=wait,
-                                        rejected_path=rejected_path, report=report)
+                                        rejected_path=rejected_path, report=report, items_per_batch=batch_items)
     except ApiCallFailed as failed:
         click.echo(f"{url}: {failed}", err=True)
         code, summary = NOT_DELIVERED, {"error": failed.body}

@@ -80,10 +80,11 @@ def _sized(chunk: tuple[Item, ...], generated_at: str, limits: dict[str, int]) -
     return _sized(chunk[:half], generated_at, limits) + _sized(chunk[half:], generated_at, limits)
 
 
-def plan_batches(items: list[Item], kind: str, generated_at: str, limits: dict[str, int]) -> list[Batch]:
-    """The run's batches: recommendedItemsPerBatch items each, fewer where the body would pass
-    recommendedRequestBytes."""
-    per_batch = min(limits["recommendedItemsPerBatch"], limits["maxItemsPerBatch"])
+def plan_batches(items: list[Item], kind: str, generated_at: str, limits: dict[str, int],
+                 items_per_batch: int | None = None) -> list[Batch]:
+    """The run's batches: recommendedItemsPerBatch items each (or fewer, when asked), fewer where the body would
+    pass recommendedRequestBytes."""
+    per_batch = min(limits["recommendedItemsPerBatch"], limits["maxItemsPerBatch"], items_per_batch or MAX_INTEGER)
     chunks = [part for start in range(0, len(items), per_batch)
               for part in _sized(tuple(items[start:start + per_batch]), generated_at, limits)]
     batches = []
