@@ -184,7 +184,7 @@ def upload(kind: str, file: Path, tenant_id: str, url: str | None, credentials_f
         raise click.UsageError("no server: pass --url or set PIA_URL")
     credentials = _credentials(credentials_file, tenant_id, settings)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request would bury the report
-    report = Report(Console(stderr=True))
+    report = Report(Console(stderr=True, soft_wrap=True))
     # Failures outside a batch's own delivery (the token, GET /limits, polling) end the run as not delivered.
     try:
         with PiaClient(url, tenant_id, credentials) as client:
