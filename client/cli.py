@@ -105,8 +105,9 @@ def upload_file(client: PiaClient, kind: str, path: Path, generated_at: str | No
         "replayed": sum(d.delivered and not d.created for d in deliveries),
         "notDelivered": len(batches) - sum(d.delivered for d in deliveries)}
     if summary["notDelivered"]:
-        report.say(f"{summary['notDelivered']} of {len(batches)} batches not delivered; rerun with "
-                   f"--generated-at {generated_at} to send them (batches already held are not applied twice)")
+        same = f"--generated-at {generated_at}" + (f" --batch-items {items_per_batch}" if items_per_batch else "")
+        report.say(f"{summary['notDelivered']} of {len(batches)} batches not delivered; rerun with {same} to send "
+                   "them (batches the server holds already are answered 200, not applied twice)")
     if not wait:
         return (NOT_DELIVERED if summary["notDelivered"] else ALL_APPLIED), summary
     statuses = wait_for_batches(client, kind, deliveries, first_poll=first_poll)
