@@ -58,7 +58,7 @@ def _encoded(document: dict[str, Any], limits: dict[str, int]) -> tuple[bytes, s
     """The body as sent, its Content-Encoding and its decompressed size. Gzip (mtime 0, so the bytes repeat),
     unless the data compresses beyond the server's maxCompressionRatio: then plain JSON."""
     raw = orjson.dumps(document)
-    packed = gzip.compress(raw, mtime=0)
+    packed = gzip.compress(raw, compresslevel=6, mtime=0)  # 9: 10x the CPU for 6% less (20,000 forecasts)
     if len(raw) > len(packed) * limits["maxCompressionRatio"]:
         return raw, None, len(raw)
     return packed, "gzip", len(raw)

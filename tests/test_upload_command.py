@@ -256,3 +256,17 @@ def test_without_credentials_or_server_it_is_a_usage_error(tenant, tmp_path) -> 
         upload, ["forecasts", str(path), "--tenant", tenant["id"], "--url", "http://127.0.0.1:9"])
     assert (no_url.exit_code, no_client.exit_code) == (2, 2)
     assert "PIA_URL" in no_url.output and "PIA_CLIENT_ID" in no_client.output
+
+
+def test_a_changed_file_sent_as_the_same_run_is_refused_with_exit_3(server, tenant, tmp_path) -> None:
+    header = "retailStoreNumber,skuNumber,reorderPoint,maximumInventory"
+    path = write_csv(tmp_path / "parameters.csv", header, ["1001,100002,5,20", "1003,100003,1,2"])
+    arguments = ["replenishment", str(path), "--url", server.url, "--tenant", tenant["id"], "--credentials",
+                 str(tenant["credentialsFile"]), "--generated-at", "2026-11-21T05:00:00Z"]
+    assert CliRunner().invoke(upload, arguments).exit_code == 0
+    assert CliRunner().invoke(upload, arguments).exit_code == 0  # the same file again: replayed
+    write_csv(path, header, ["1001,100002,6,20", "1003,100003,1,2"])
+    changed = CliRunner().invoke(upload, arguments)
+    assert changed.exit_code == 3, changed.output
+    assert "BATCH_ID_REUSED" in changed.stderr
+    assert orjson.loads(changed.stdout.strip().splitlines()[-1])["notDelivered"] == 1
