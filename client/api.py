@@ -126,7 +126,8 @@ class _Core:
 
 
 class PiaClient(_Core):
-    """The demand planning API of one tenant, synchronous (scripts, notebooks, `pia upload`)."""
+    """The demand planning API of one tenant, synchronous (scripts, notebooks, `pia upload`). `http` replaces the
+    httpx client (its base_url is then the server's); `on_retry` hears of each failed attempt before the wait."""
 
     def __init__(self, base_url: str, tenant_id: str, credentials: Credentials, *, retry: RetryPolicy | None = None,
                  tokens: TokenCache | None = None, on_retry: Callable[[RetryCallState], None] | None = None,

@@ -22,6 +22,7 @@ import httpx
 import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from tenacity import RetryCallState
 
 from client.api import PiaClient
 from client.retries import ApiCallFailed
@@ -65,6 +66,11 @@ class Report:
             self.task = self.progress.add_task("items sent", total=total_items)
             yield
         self.progress = None
+
+    def retrying(self, state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0
+        self.say(f"attempt {state.attempt_number} failed ({error}); trying again in {wait:.1f} s")
 
     def delivered(self, delivery: Delivery) -> None:
         batch = delivery.batch
@@ -188,7 +194,7 @@ def upload(kind: str, file: Path, tenant_id: str, url: str | None, credentials_f
     report = Report(Console(stderr=True, soft_wrap=True))
     # Failures outside a batch's own delivery (the token, GET /limits, polling) end the run as not delivered.
     try:
-        with PiaClient(url, tenant_id, credentials) as client:
+        with PiaClient(url, tenant_id, credentials, on_retry=report.retrying) as client:
             code, summary = upload_file(client, KINDS[kind], file, generated_at, wait=wait,
                                         rejected_path=rejected_path, report=report, items_per_batch=batch_items)
     except ApiCallFailed as failed:

@@ -2,6 +2,7 @@
 answering 429 and 503 at random, and --wait with the rejected items by row number."""
 
 import gzip
+import io
 import os
 import signal
 import subprocess
@@ -215,13 +216,16 @@ def test_a_server_answering_429_and_503_at_random_gets_every_batch(server, engin
     path = long_forecasts(tmp_path / "forecasts.csv", days=5)
     # The proxy is a deliberate fault injector in front of the real server: 30% of requests answered 429 or 503,
     # half of them after the server did the work (so some batches are sent again and answered 200).
-    with FaultProxy(server.url, fault_rate=0.3) as proxy, client(proxy.url, tenant, retry=QUICK) as pia:
+    report = Report(Console(file=io.StringIO(), soft_wrap=True))
+    with FaultProxy(server.url, fault_rate=0.3) as proxy, \
+            client(proxy.url, tenant, retry=QUICK, on_retry=report.retrying) as pia:
         code, summary = upload_file(pia, SALES_FORECAST, path, "2026-11-21T03:00:00Z", wait=True, rejected_path=None,
-                                    report=Report(Console(quiet=True)), items_per_batch=9,
-                                    first_poll=0.05)
+                                    report=report, items_per_batch=9, first_poll=0.05)
         assert_forecasts_held_as_in(pia, path)
     assert code == 0 and summary["notDelivered"] == 0 and summary["counts"]["applied"] == 180
     assert proxy.faults[429] > 0 and proxy.faults[503] > 0
+    told = report.console.file.getvalue()  # type: ignore[attr-defined]
+    assert "failed (HTTP 429 INJECTED_FAULT: fault proxy); trying again" in told and "HTTP 503" in told
     puts = sum(n for key, n in proxy.forwarded.items() if key.startswith("PUT"))
     assert puts > 20  # 20 batches, some of them reached the server more than once
     after = held_batches(engine, tenant["id"])
