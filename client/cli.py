@@ -102,7 +102,8 @@ def upload_file(client: PiaClient, kind: str, path: Path, generated_at: str | No
         _report_problems(report, path, bad)
         return BAD_INPUT, {"problems": bad.count}
     batches = plan_batches(items, kind, generated_at, limits, items_per_batch)
-    report.say(f"{len(items)} items of {path.name} in {len(batches)} batches, generatedAt {generated_at}")
+    report.say(f"{len(items)} items of {path.name} in {len(batches)} batch{'es' if len(batches) != 1 else ''}, "
+               f"generatedAt {generated_at}")
     with report.batches(len(items)):
         deliveries = send_batches(client, kind, batches, report.delivered)
     summary: dict[str, Any] = {
@@ -116,6 +117,7 @@ def upload_file(client: PiaClient, kind: str, path: Path, generated_at: str | No
                    "them (batches the server holds already are answered 200, not applied twice)")
     if not wait:
         return (NOT_DELIVERED if summary["notDelivered"] else ALL_APPLIED), summary
+    report.say("waiting for the server to apply the batches")
     statuses = wait_for_batches(client, kind, deliveries, first_poll=first_poll)
     finals = list(statuses.values())
     summary["counts"] = {key: sum((s["counts"] or {}).get(key, 0) for s in finals)
