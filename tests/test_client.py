@@ -17,10 +17,11 @@ import pytest
 from tenacity import RetryCallState
 
 from client.api import AsyncPiaClient, PiaClient
+from client.frames import next_cursor, page_table
 from client.retries import ApiCallFailed, RetryPolicy, is_transient
 from client.tokens import Credentials, TokenCache, credentials_from_file
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from contracts.held_datasets import REPLENISHMENT_PARAMETERS, SALES_FORECASTS
+from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
 from serving.demo import seed_demo_tenant
 from tests.batches import envelope, forecast_item
 from tests.conftest import client_of
@@ -178,10 +179,12 @@ def test_async_client_reads_what_the_sync_client_reads(server, held_world) -> No
             parameters = [item async for item in pia.iter_replenishment_parameters(page_size=50)]
             with pytest.raises(ApiCallFailed) as missing:
                 await pia.batch_status(REPLENISHMENT_PARAMETER, str(uuid.uuid4()))
-            return limits, frame, parameters, missing.value.status
+            batch_id, unknown = str(uuid.uuid4()), orjson.dumps(envelope([forecast_item("999999")]))
+            sent = [await pia.put_batch(SALES_FORECAST, batch_id, unknown, None) for _ in range(2)]
+            return limits, frame, parameters, missing.value.status, [accepted.created for accepted in sent]
 
-    limits, frame, parameters, missing = asyncio.run(read())
-    assert missing == 404
+    limits, frame, parameters, missing, created = asyncio.run(read())
+    assert missing == 404 and created == [True, False]
     assert limits == expected[0] and frame.equals(expected[1]) and parameters == expected[2]
     assert len(parameters) > 50  # more than one page
 
@@ -197,3 +200,21 @@ def test_exports_read_the_arrow_streams(server, held_world) -> None:
         horizon, parameters = pia.export_forecasts(), pia.export_parameters()
     assert horizon.height == 16 and daily.height == sum(len(q) for q in horizon["quantities"].to_list())
     assert parameters.height > 0 and date.today() <= daily["date"].max()
+
+
+def test_an_arrow_page_and_a_json_page_make_the_same_table() -> None:
+    """The columnar answer of the held-data reads (from the columnar-reads branch) decoded as the contract says."""
+    row = {"retailStoreNumber": "1001", "ecomStoreNumber": None, "skuNumber": "100001",
+           "horizonStartDate": "2026-11-21", "horizonEndDate": "2026-11-22", "quantities": ["1.5", "0"],
+           "generatedAt": "2026-11-21T02:00:00Z", "modifiedTime": "2026-11-21T03:00:00.123456Z"}
+    as_json = httpx.Response(200, json={"items": [row], "nextCursor": "c2"})
+    table = page_table(as_json, SALES_FORECASTS)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, SALES_FORECASTS) as writer:
+        writer.write_table(table)
+    as_arrow = httpx.Response(200, headers={"Content-Type": ARROW_STREAM, NEXT_CURSOR_HEADER: "c2"},
+                              content=sink.getvalue().to_pybytes())
+    last_arrow = httpx.Response(200, headers={"Content-Type": ARROW_STREAM}, content=sink.getvalue().to_pybytes())
+    assert page_table(as_arrow, SALES_FORECASTS).equals(table) and table.schema == SALES_FORECASTS
+    assert (next_cursor(as_json), next_cursor(as_arrow), next_cursor(last_arrow)) == ("c2", "c2", None)
+    assert table.to_pylist()[0]["quantities"] == [Decimal("1.5"), Decimal(0)]
