@@ -54,8 +54,8 @@ def sync_client(url: str, world: dict[str, Any], recorder: Recorder | None = Non
 def upload(pia: PiaClient, kind: str, items: list[dict[str, Any]]) -> dict[str, Any]:
     """One batch through the client, followed to its final state."""
     batch_id = str(uuid.uuid4())
-    accepted = pia.put_batch(kind, batch_id, gzip.compress(orjson.dumps(envelope(items))))
-    assert accepted.created
+    # Not asserting a 202: on a loaded machine a retried PUT may find the batch the lost attempt stored (200).
+    pia.put_batch(kind, batch_id, gzip.compress(orjson.dumps(envelope(items))))
     for _ in range(600):
         status = pia.batch_status(kind, batch_id)
         if status["progress"] not in ("PENDING", "PROCESSING"):
