@@ -1,7 +1,7 @@
 """`pia pipeline audit`: the data-quality contract (contracts/held_data_expectations.py) run over held data.
 
-The held rows are read the way clients get them: through store/held.py's reads, page by page, so the audit
-sees exactly what the API returns (expiry filter and parameter resolution included). The lines the parameters
+The held rows are read the way clients get them, through store/held.py (its expiry filter, and its parameter
+pages with their resolution), so the audit sees exactly what the API returns. The lines the parameters
 resolve from are read from the assortment tables on their own, to check the resolution against them. Polars
 derives the facts each rule needs; great-expectations validates them and writes Data Docs.
 """
@@ -15,6 +15,7 @@ from typing import Any
 import great_expectations as gx
 import polars as pl
 import sqlalchemy as sa
+from great_expectations.data_context import AbstractDataContext
 from great_expectations.data_context.types.base import (
     DataContextConfig,
     InMemoryStoreBackendDefaults,
@@ -32,7 +33,7 @@ from contracts.held_data_expectations import (
 )
 from contracts.limits import MAX_PAGE_SIZE
 from pipeline import bulk
-from store.held import KeyT, Page, replenishment_parameter_page, sales_forecast_page
+from store.held import KeyT, Page, replenishment_parameter_page, unexpired_forecasts
 
 _DECIMAL = pl.Decimal(18, 4)
 # Offending rows listed per expectation in the report (the Data Docs list as many).
@@ -91,15 +92,13 @@ _READABLE_QUANTITY = r'^"-?\d+(\.\d+)?"$'
 
 def _held_forecasts(engine: sa.Engine, tenant_id: str, today: date) -> pl.DataFrame:
     """The forecasts GET /sales_forecasts returns today, with the facts the forecast rules check."""
-    rows = [(row.is_ecom, row.store_number, row.sku_number, row.horizon_start_date, row.horizon_end_date,
-             row.quantities)
-            for row in _all_rows(lambda after: sales_forecast_page(
-                engine, tenant_id, retail_store_number=None, ecom_store_number=None, after=after,
-                limit=MAX_PAGE_SIZE, today=today))]
-    held = pl.DataFrame(rows, orient="row", schema={
-        "is_ecom": pl.Boolean, "store_number": pl.String, "sku_number": pl.String,
-        "horizon_start_date": pl.Date, "horizon_end_date": pl.Date, "quantities": pl.String})
+    held_columns = ("is_ecom", "store_number", "sku_number", "horizon_start_date", "horizon_end_date", "quantities")
+    unexpired = unexpired_forecasts(tenant_id, today).subquery()
     with engine.connect() as conn:
+        rows = conn.execute(sa.select(*(unexpired.c[name] for name in held_columns))).all()
+        held = pl.DataFrame(rows, orient="row", schema={
+            "is_ecom": pl.Boolean, "store_number": pl.String, "sku_number": pl.String,
+            "horizon_start_date": pl.Date, "horizon_end_date": pl.Date, "quantities": pl.String})
         stores = bulk.fetch(conn, _KNOWN_STORES, {"tenant_id": tenant_id},
                             {"is_ecom": pl.Boolean, "store_number": pl.String})
         skus = bulk.fetch(conn, _KNOWN_SKUS, {"tenant_id": tenant_id}, {"sku_number": pl.String})
@@ -234,7 +233,7 @@ assert set(_READS) == set(DATASETS), "every dataset of the contract is read"
 
 # --- validating -------------------------------------------------------------------------------------------
 
-def _context(docs_dir: Path) -> Any:
+def _context(docs_dir: Path) -> AbstractDataContext:
     """An in-memory context whose only on-disk output is the Data Docs site; no usage statistics are sent."""
     site = {"class_name": "SiteBuilder", "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
             "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)}}

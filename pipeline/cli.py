@@ -137,7 +137,7 @@ def rerun(batch_id: str, tenant_id: str | None) -> None:
 def audit(tenant_id: str | None) -> None:
     """Check held data against the data-quality contract, as JSON, with Data Docs under DATA_DIR/audit/.
 
-    Exit 0 when every expectation holds, 1 when one fails, 2 for an unknown tenant.
+    Exit 0 when every expectation holds, 1 when one fails, 2 for an unknown tenant or none at all.
     """
     settings, engine, _ = _pipeline()
     tenant_ids = [row.id for row in list_tenants(engine)]
@@ -146,6 +146,9 @@ def audit(tenant_id: str | None) -> None:
             click.echo(f"no tenant {tenant_id}", err=True)
             sys.exit(2)
         tenant_ids = [tenant_id]
+    if not tenant_ids:
+        click.echo("no tenants: nothing to audit", err=True)
+        sys.exit(2)
     # great-expectations takes seconds to import: only this command loads it.
     from pipeline.audit import audit_held_data
 

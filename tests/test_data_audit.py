@@ -27,6 +27,7 @@ from serving.cli import main
 from serving.demo_data import demo_document
 from settings import Settings
 from store.backoffice import load_document
+from store.engine import create_engine
 from store.ids import new_id
 from store.schema import retail_stores, sales_forecasts, skus, store_assortment_lines
 from store.tenants import create_tenant
@@ -195,11 +196,21 @@ def test_parameter_source_facts_against_the_lines(lines: list[dict], row: dict, 
     assert {flag for flag in flags if not facts.item(0, flag)} == broken
 
 
-def test_an_unknown_tenant_is_refused(tmp_path: Path) -> None:
+def test_an_empty_store_an_unknown_tenant_and_a_tenant_with_nothing_held(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, database_url="")
+    code, summary, stderr = run_audit(settings)
+    assert (code, summary) == (2, {}) and "no tenants" in stderr
     code, summary, stderr = run_audit(settings, "--tenant", new_id())
     assert (code, summary) == (2, {}) and "no tenant" in stderr
-    assert not (settings.data_dir / "audit").exists()
+    assert not (tmp_path / "audit").exists()
+
+    engine = create_engine(settings)
+    tenant_id = create_tenant(engine, "nothing held", is_test=True)
+    engine.dispose()
+    code, summary, stderr = run_audit(settings)
+    assert code == 0, (stderr, summary)
+    assert summary["tenants"] == [tenant_id] and set(summary["rows"].values()) == {0}
+    assert (tmp_path / "audit" / "index.html").is_file()
 
 
 def test_the_server_does_not_import_great_expectations() -> None:
