@@ -118,6 +118,9 @@ def test_clean_data_passes_and_each_corruption_is_named(own_store: tuple[Setting
         corrupt_forecast(conn, tenant_id, "100004", sku_number="999999")
         conn.execute(store_assortment_lines.update().where(store_line_of(tenant_id, "100003"))
                      .values(reorder_point=Decimal("30"), maximum_inventory=Decimal("20")))
+        # Equal is not below either (the demo's locked line of 100001).
+        conn.execute(store_assortment_lines.update().where(store_line_of(tenant_id, "100001"))
+                     .values(reorder_point=Decimal("60"), maximum_inventory=Decimal("60")))
         # A store line whose SKU is gone: the read path leaves it out silently.
         conn.execute(store_assortment_lines.update().where(store_line_of(tenant_id, "100051"))
                      .values(sku_id=new_id()))
@@ -146,9 +149,11 @@ def test_clean_data_passes_and_each_corruption_is_named(own_store: tuple[Setting
     assert (wrong_end["sku_number"], wrong_end["horizon_end_date"], wrong_end["expected_end_date"]) == \
         ("100003", (today + timedelta(days=7)).isoformat(), (today + timedelta(days=6)).isoformat())
     assert offending("forecast_sku_known")["sku_number"] == "999999"
-    above = offending("parameter_reorder_point_below_maximum")
-    assert (above["sku_number"], above["reorder_point"], above["maximum_inventory"]) == ("100003", "30.0000",
-                                                                                          "20.0000")
+    not_below = outcomes["parameter_reorder_point_below_maximum"]
+    assert not_below["unexpectedCount"] == 2
+    assert sorted((row["tenant_id"], row["store_number"], row["sku_number"], row["reorder_point"],
+                   row["maximum_inventory"]) for row in not_below["offendingRows"]) == [
+        (tenant_id, STORE, "100001", "60.0000", "60.0000"), (tenant_id, STORE, "100003", "30.0000", "20.0000")]
     assert offending("store_line_sku_known")["sku_number"].startswith("unknown id ")
 
 
