@@ -4,6 +4,7 @@ Exit codes: 0 done; 1 a batch ended FAILED (or, for process, still waits for a r
 (unknown batch, not FAILED, ambiguous id, staged file gone).
 """
 
+import logging
 import signal
 import sys
 import threading
@@ -149,7 +150,9 @@ def audit(tenant_id: str | None) -> None:
     if not tenant_ids:
         click.echo("no tenants: nothing to audit", err=True)
         sys.exit(2)
-    # great-expectations takes seconds to import: only this command loads it.
+    # great-expectations takes seconds to import: only this command loads it. Its set-up logs at INFO, which
+    # the pia command's logging would otherwise print around the report.
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     from pipeline.audit import audit_held_data
 
     report = audit_held_data(engine, tenant_ids, datetime.now(UTC).date(), settings.data_dir / "audit")
