@@ -61,13 +61,19 @@ def sales_forecast_page(engine: sa.Engine, tenant_id: str, *, retail_store_numbe
                         today: date) -> Page[ForecastKey]:
     """Unexpired held forecasts: retail stores first, then eCom stores; by store number, then SKU number."""
     forecasts = sales_forecasts
-    # Expired forecasts are purged, but until then they are no longer held as far as clients can tell.
-    query = sa.select(forecasts).where(forecasts.c.tenant_id == tenant_id, forecasts.c.horizon_end_date >= today)
+    query = unexpired_forecasts(tenant_id, today)
     if retail_store_number is not None:
         query = query.where(forecasts.c.is_ecom == sa.false(), forecasts.c.store_number == retail_store_number)
     if ecom_store_number is not None:
         query = query.where(forecasts.c.is_ecom == sa.true(), forecasts.c.store_number == ecom_store_number)
     return _read_page(engine, query.subquery("forecasts"), ForecastKey, after, limit)
+
+
+def unexpired_forecasts(tenant_id: str, today: date) -> sa.Select:
+    """The tenant's held forecasts as clients see them (unordered): expired ones are purged, but until then they
+    are no longer held as far as clients can tell."""
+    forecasts = sales_forecasts
+    return sa.select(forecasts).where(forecasts.c.tenant_id == tenant_id, forecasts.c.horizon_end_date >= today)
 
 
 # --- replenishment parameters ---------------------------------------------------------------------------
