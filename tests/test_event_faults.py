@@ -6,8 +6,8 @@ A writer keeps committing stock adjustments through the admin API (each one Inve
 1. one bridge is killed with SIGKILL (the other takes its partitions; a fresh one joins afterwards);
 2. the broker is away for OUTAGE_SECONDS (stopped only once the bridges have drained it and committed their
    offsets: the test broker keeps nothing across a restart, so the bridges are replaced with it);
-3. the receiver answers 503 for FAILING_SECONDS (the issue says a minute; 20 s keeps the module short, and at the
-   bridge's 1 s backoff cap it is still some twenty failed attempts per store);
+3. the receiver answers 503 for FAILING_SECONDS, a minute as issue 9 asks (at the bridge's 1 s backoff cap, some
+   sixty failed attempts per store, none of them dead-lettering an event);
 4. `pia serve` is killed with SIGKILL inside a back-office load that has written its events (ProductUpdated).
 After each, with the writer paused: every outbox row of the store was delivered, the receiver holds exactly the
 outbox's event ids (none of a rolled-back change), and an event that arrived twice arrived with the same eventId
@@ -55,7 +55,7 @@ SECRET = "event faults webhook secret"
 PARTITIONS = 4
 SKU_NUMBERS = [f"S{n:02}" for n in range(16)]  # several keys, so the store's events spread over the partitions
 OUTAGE_SECONDS = 30  # as issue 9 asks
-FAILING_SECONDS = 20
+FAILING_SECONDS = 60  # as issue 9 asks
 PAUSE_LOCK = 4242  # the advisory lock the load's ProductUpdated insert waits for (fault 4)
 # Generous: the group notices a killed member only after its session timeout, and the relay's backoff after a
 # broker outage is up to 16 s (RELAY_RETRY, not a setting).
@@ -253,7 +253,7 @@ class Scene:
                     "PIA_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
                     "PIA_BRIDGE_RETRY_BASE_SECONDS": "0.05", "PIA_BRIDGE_RETRY_MAX_SECONDS": "1",
                     "PIA_RELAY_POLL_SECONDS": "1",
-                    # 20 s of 503 at ≤ 1 s apart must not dead-letter anything: nothing may be missing at the end.
+                    # 60 s of 503 at ≤ 1 s apart must not dead-letter anything: nothing may be missing at the end.
                     "PIA_BRIDGE_MAX_ATTEMPTS": "1000"}
         self.url = f"http://127.0.0.1:{free_port()}"
         self.services: list[Service] = []
@@ -269,7 +269,8 @@ class Scene:
         self.start("worker")
         self.bridges = [self.start("bridge") for _ in range(2)]
         # Both members in the group before the flow starts, so the partitions are shared from the start.
-        wait_for(lambda: all(bridge.assigned() for bridge in self.bridges), 60, "both bridges to get partitions")
+        # Generous: on a busy machine a `pia` process takes up to 20 s just to start.
+        wait_for(lambda: all(bridge.assigned() for bridge in self.bridges), 120, "both bridges to get partitions")
 
     def start(self, role: str, *args: str) -> Service:
         service = Service([role, *args], self.env, self.logs / f"{role}-{len(self.services)}.log")
@@ -448,11 +449,12 @@ def kill_pia_serve_inside_a_load(scene: Scene) -> None:
           f"duplicates in all")
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 @pytest.mark.parametrize("backend", ["postgresql"])  # separate processes share the database
 def test_nothing_committed_is_lost_and_nothing_rolled_back_is_delivered(scene: Scene) -> None:
     scene.writer.start()
-    kill_a_bridge_mid_flow(scene)
-    take_the_broker_away(scene)
-    fail_the_destination_for_a_while(scene)
-    kill_pia_serve_inside_a_load(scene)
+    for fault in (kill_a_bridge_mid_flow, take_the_broker_away, fail_the_destination_for_a_while,
+                  kill_pia_serve_inside_a_load):
+        started = time.monotonic()
+        fault(scene)
+        print(f"  {fault.__name__}: {time.monotonic() - started:.1f} s")

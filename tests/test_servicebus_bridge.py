@@ -12,7 +12,7 @@ outbox on both backends, and once, on PostgreSQL, Kafka (the Tansu broker) fed b
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,7 @@ from store.schema import event_outbox
 from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 from tests.servicebus_peer import ServiceBusPeer
-from tests.test_orders_api import _order
+from tests.web_shop import new_order
 
 pytestmark = pytest.mark.timeout(90)  # a guard: each test takes seconds
 
@@ -50,7 +50,7 @@ QUICK = {"bridge_poll_seconds": 0.05, "bridge_retry_base_seconds": 0.05, "bridge
          "bridge_credentials_retry_seconds": CREDENTIALS_RETRY_SECONDS, "relay_poll_seconds": 0.2}
 
 
-def to_peer(port: int):
+def to_peer(port: int) -> Callable[[DestinationSettings], ServiceBusDestination]:
     """The bridge's destination factory: Service Bus destinations go to the peer's port over plain AMQP."""
     def build(settings: DestinationSettings) -> ServiceBusDestination:
         assert settings.kind == "SERVICE_BUS"
@@ -76,7 +76,7 @@ class Bridge:
 
 
 @dataclass
-class Shop:
+class BusShop:
     """The demo tenant served over HTTP; its web shop is the eCom store whose events go to Service Bus."""
 
     settings: Settings
@@ -118,7 +118,7 @@ class Shop:
                 event_outbox.c.datetime >= since).order_by(event_outbox.c.event_id)))
 
 
-def shop_of(settings: Settings, engine: sa.Engine) -> Iterator[Shop]:
+def serve_shop(settings: Settings, engine: sa.Engine) -> Iterator[BusShop]:
     """The demo tenant (its seed's events counted as delivered: they are not this test's) behind a real server."""
     world = seed_demo_tenant(engine, f"service bus {new_id()}", is_test=True)
     with engine.begin() as conn:
@@ -129,16 +129,16 @@ def shop_of(settings: Settings, engine: sa.Engine) -> Iterator[Shop]:
     server.start()
     try:
         with httpx.Client(base_url=server.url, timeout=30) as http:
-            yield Shop(settings, engine, http, world, bearer(get_token(http, world, client_of(world, "admin"))),
+            yield BusShop(settings, engine, http, world, bearer(get_token(http, world, client_of(world, "admin"))),
                        bearer(get_token(http, world, client_of(world, "ecom"))))
     finally:
         server.stop()
 
 
 @pytest.fixture
-def shop(own_store: tuple[Settings, sa.Engine]) -> Iterator[Shop]:
+def bus_shop(own_store: tuple[Settings, sa.Engine]) -> Iterator[BusShop]:
     settings, engine = own_store
-    yield from shop_of(settings.model_copy(update=QUICK), engine)
+    yield from serve_shop(settings.model_copy(update=QUICK), engine)
 
 
 @pytest.fixture
@@ -147,7 +147,7 @@ def peer() -> Iterator[ServiceBusPeer]:
         yield started
 
 
-def make_changes(shop: Shop) -> dict[str, str]:
+def make_changes(shop: BusShop) -> dict[str, str]:
     """A stock adjustment, a product change and an order, as the back office and the web shop make them; returns
     the entity each is about."""
     product_id = shop.shop("GET", "/products?limit=1")["items"][0]
@@ -158,7 +158,7 @@ def make_changes(shop: Shop) -> dict[str, str]:
     product = next(entry for entry in document["products"]
                    if any(entry_sku["number"] == sku["number"] for entry_sku in entry["skus"]))
     shop.admin("POST", "/backoffice", {"products": [product | {"name": product["name"] + " (ny)"}]})
-    order_id = shop.shop("POST", "/orders", _order({"skuNumber": sku["number"], "quantity": 1,
+    order_id = shop.shop("POST", "/orders", new_order({"skuNumber": sku["number"], "quantity": 1,
                                                     "netUnitPrice": sku["price"], "vatRate": sku["vatRate"]}))["id"]
     wait_for(lambda: shop.shop("GET", f"/orders/{order_id}")["status"] == "OPEN", 20, "the order to be opened")
     return {"sku": sku["id"], "product": product_id, "order": order_id}
@@ -186,7 +186,7 @@ def assert_arrived_as_written(peer: ServiceBusPeer, rows: list[sa.Row], *, in_ou
         assert orjson.loads(message.body) == orjson.loads(OutgoingEvent.of_outbox_row(row).body())
 
 
-def deliver_and_check(shop: Shop, peer: ServiceBusPeer, *, in_outbox_order: bool = True) -> list[sa.Row]:
+def deliver_and_check(shop: BusShop, peer: ServiceBusPeer, *, in_outbox_order: bool = True) -> list[sa.Row]:
     """Set the destination, make the changes, wait until delivered; returns the store's rows the changes wrote."""
     started = utc_now()
     shop.point_at(peer, KEY)
@@ -203,22 +203,23 @@ def deliver_and_check(shop: Shop, peer: ServiceBusPeer, *, in_outbox_order: bool
     return rows
 
 
-def test_real_changes_arrive_at_the_service_bus_entity_from_the_outbox(shop: Shop, peer: ServiceBusPeer) -> None:
-    bridge = Bridge(shop.settings, shop.engine, peer)
+def test_real_changes_arrive_at_the_service_bus_entity_from_the_outbox(bus_shop: BusShop,
+                                                                      peer: ServiceBusPeer) -> None:
+    bridge = Bridge(bus_shop.settings, bus_shop.engine, peer)
     try:
-        deliver_and_check(shop, peer)
+        deliver_and_check(bus_shop, peer)
     finally:
         bridge.stop()
 
 
-def test_a_wrong_key_is_reported_held_off_and_its_events_delivered_once_fixed(shop: Shop,
+def test_a_wrong_key_is_reported_held_off_and_its_events_delivered_once_fixed(bus_shop: BusShop,
                                                                                peer: ServiceBusPeer) -> None:
     started = utc_now()
-    shop.point_at(peer, "d3Jvbmcta2V5LXdyb25nLWtleQ==")
-    bridge = Bridge(shop.settings, shop.engine, peer)
+    bus_shop.point_at(peer, "d3Jvbmcta2V5LXdyb25nLWtleQ==")
+    bridge = Bridge(bus_shop.settings, bus_shop.engine, peer)
     try:
-        entities = make_changes(shop)
-        state = wait_for(lambda: (state := shop.delivery())["credentialsRefused"] and state, 20,
+        entities = make_changes(bus_shop)
+        state = wait_for(lambda: (state := bus_shop.delivery())["credentialsRefused"] and state, 20,
                          "the refused key to show")
         assert "401" in state["lastError"] and state["deadLetters"] == 0 and state["backlog"] > 0
         # Not a tight loop: within the credentials retry time no second sign-in is tried.
@@ -227,20 +228,20 @@ def test_a_wrong_key_is_reported_held_off_and_its_events_delivered_once_fixed(sh
         assert peer.statuses() == refusals == [401]
         assert peer.received(ENTITY) == []
 
-        shop.point_at(peer, KEY)  # as `pia admin set-event-destination` does
-        wait_for(lambda: shop.delivery()["backlog"] == 0, 30, "the held events to be delivered")
+        bus_shop.point_at(peer, KEY)  # as `pia admin set-event-destination` does
+        wait_for(lambda: bus_shop.delivery()["backlog"] == 0, 30, "the held events to be delivered")
     finally:
         bridge.stop()
-    rows = shop.outbox(started)
+    rows = bus_shop.outbox(started)
     assert_arrived_as_written(peer, rows, in_outbox_order=True)
     assert (subjects.ORDER_CREATED, entities["order"]) in {(row.subject, row.entity_id) for row in rows}
     assert all(row.attempts == 0 for row in rows)  # a refused key does not count towards the dead letter
-    assert shop.delivery()["credentialsRefused"] is False
+    assert bus_shop.delivery()["credentialsRefused"] is False
     assert peer.statuses() == [401, 202]
 
 
 @pytest.fixture
-def kafka_shop(backend: str, request: pytest.FixtureRequest) -> Iterator[Shop]:
+def kafka_bus_shop(backend: str, request: pytest.FixtureRequest) -> Iterator[BusShop]:
     if backend != "postgresql":
         pytest.skip("Kafka mode is run here on PostgreSQL, its production backend")
     settings, engine = request.getfixturevalue("own_store")
@@ -249,19 +250,19 @@ def kafka_shop(backend: str, request: pytest.FixtureRequest) -> Iterator[Shop]:
     broker.create_topic(topic, partitions=3)
     settings = settings.model_copy(update={**QUICK, "kafka_bootstrap_servers": broker.bootstrap_servers,
                                            "kafka_topic": topic, "kafka_group_id": f"bridge-{new_id()}"})
-    yield from shop_of(settings, engine)
+    yield from serve_shop(settings, engine)
 
 
-def test_real_changes_arrive_at_the_service_bus_entity_through_kafka(kafka_shop: Shop,
+def test_real_changes_arrive_at_the_service_bus_entity_through_kafka(kafka_bus_shop: BusShop,
                                                                      peer: ServiceBusPeer) -> None:
     """The relay (as `pia worker` runs it) sends the outbox to Kafka; the bridge consumes and delivers."""
     stop_relay = threading.Event()
-    relay = threading.Thread(target=run_relay, args=(kafka_shop.settings, kafka_shop.engine, stop_relay),
+    relay = threading.Thread(target=run_relay, args=(kafka_bus_shop.settings, kafka_bus_shop.engine, stop_relay),
                              daemon=True)
     relay.start()
-    bridge = Bridge(kafka_shop.settings, kafka_shop.engine, peer)
+    bridge = Bridge(kafka_bus_shop.settings, kafka_bus_shop.engine, peer)
     try:
-        rows = deliver_and_check(kafka_shop, peer, in_outbox_order=False)
+        rows = deliver_and_check(kafka_bus_shop, peer, in_outbox_order=False)
     finally:
         bridge.stop()
         stop_relay.set()
