@@ -338,8 +338,10 @@ def take_the_broker_away(scene: Scene) -> None:
     wait_for(lambda: consumer_group_caught_up(scene.kafka, scene.settings), 30, "the group's offsets committed")
     before = {row.event_id for row in outbox(scene.engine, scene.tenant_id)}
     # The test broker comes back empty and numbers its log from 0 again, which real Kafka (a durable log) never
-    # does: a bridge that lived through the restart would fetch the new log at its old positions and skip what
-    # lies below them. So the bridges go with the broker and new ones join the group when it is back.
+    # does, and it answers a fetch beyond its log end with nothing rather than OFFSET_OUT_OF_RANGE (Kafka's answer,
+    # on which the consumer resets): a bridge that lived through the restart keeps its old positions and skips what
+    # lies below them once the relay has refilled the log (tests/test_kafka_broker.py shows the broker's side).
+    # So the bridges go with the broker and new ones join the group when it is back.
     for bridge in scene.bridges:
         bridge.end(signal.SIGTERM)
     scene.kafka.stop()
