@@ -130,7 +130,7 @@ def serve_shop(settings: Settings, engine: sa.Engine) -> Iterator[BusShop]:
     try:
         with httpx.Client(base_url=server.url, timeout=30) as http:
             yield BusShop(settings, engine, http, world, bearer(get_token(http, world, client_of(world, "admin"))),
-                       bearer(get_token(http, world, client_of(world, "ecom"))))
+                          bearer(get_token(http, world, client_of(world, "ecom"))))
     finally:
         server.stop()
 
@@ -158,8 +158,8 @@ def make_changes(shop: BusShop) -> dict[str, str]:
     product = next(entry for entry in document["products"]
                    if any(entry_sku["number"] == sku["number"] for entry_sku in entry["skus"]))
     shop.admin("POST", "/backoffice", {"products": [product | {"name": product["name"] + " (ny)"}]})
-    order_id = shop.shop("POST", "/orders", new_order({"skuNumber": sku["number"], "quantity": 1,
-                                                    "netUnitPrice": sku["price"], "vatRate": sku["vatRate"]}))["id"]
+    line = {"skuNumber": sku["number"], "quantity": 1, "netUnitPrice": sku["price"], "vatRate": sku["vatRate"]}
+    order_id = shop.shop("POST", "/orders", new_order(line))["id"]
     wait_for(lambda: shop.shop("GET", f"/orders/{order_id}")["status"] == "OPEN", 20, "the order to be opened")
     return {"sku": sku["id"], "product": product_id, "order": order_id}
 
