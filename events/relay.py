@@ -27,6 +27,7 @@ from events.outbox import OUTBOX_CHANNEL
 from pipeline.worker import RetryPolicy, is_transient
 from settings import Settings
 from store.engine import is_duckdb
+from store.event_delivery import with_ids
 from store.ids import utc_now
 from store.schema import event_outbox
 
@@ -81,7 +82,7 @@ async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, setting
         outcomes = await asyncio.gather(*acknowledgements, return_exceptions=True)
         if failure := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None):
             raise failure
-        conn.execute(event_outbox.update().where(event_outbox.c.event_id.in_([row.event_id for row in rows]))
+        conn.execute(event_outbox.update().where(with_ids([row.event_id for row in rows]))
                      .values(published_time=utc_now()))
     return len(rows)
 
