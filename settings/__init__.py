@@ -83,7 +83,9 @@ class Settings(BaseSettings):
     kafka_group_id: str = "pia-bridge"
     # The relay (outbox → Kafka) wakes on PostgreSQL's NOTIFY; this slow poll is the safety net (and DuckDB's way).
     relay_poll_seconds: float = 5.0
-    relay_batch_size: PositiveInt = 500
+    # Rows a relay round claims, sends and commits at once: larger rounds spread each round's database work and
+    # its wait for the acknowledgements over more rows.
+    relay_batch_size: PositiveInt = 2000
     # The bridge (→ each eCom store's destination): a failing delivery is tried again after an exponential
     # backoff with jitter, at most bridge_max_attempts times, then the event goes to the dead letters. A
     # destination refusing its credentials is tried again only every bridge_credentials_retry_seconds.
