@@ -74,9 +74,9 @@ class WebhookDestination:
                 answer = await self._origin.post(body, headers)
         except TimeoutError as error:
             raise DeliveryFailed(f"webhook at {self._host} did not answer in time", transient=True) from error
-        except (OSError, EOFError) as error:
+        except OSError as error:
             raise DeliveryFailed(f"webhook at {self._host} unreachable: {error!r}", transient=True) from error
-        except (asyncio.LimitOverrunError, BadAnswer) as error:
+        except BadAnswer as error:
             raise DeliveryFailed(f"webhook at {self._host} answered what is not HTTP/1.1: {error}",
                                  transient=True) from error
         status = answer.status
