@@ -120,8 +120,6 @@ class StoreDelivery:
         self._destination: Destination | None = None
         self._destination_version: datetime | None = None
         self._reading_destination = asyncio.Lock()  # lanes wanting it at once read and build it once
-        # Destinations other than webhooks take one attempt at a time (Service Bus: one SDK sender, whose batches
-        # carry many events already).
         self._one_at_a_time = asyncio.Lock()
         # The lanes' writes each update the store's event_delivery_state row: one at a time, or DuckDB refuses the
         # second as a conflict (PostgreSQL would only make it wait).
@@ -148,8 +146,7 @@ class StoreDelivery:
             await self._write(event_delivery.discard, engine, store, [event.event_id for event in events])
             return len(events)
         try:
-            async with contextlib.nullcontext() if isinstance(destination, WebhookDestination) else \
-                    self._one_at_a_time:
+            async with self._turn(destination):
                 await destination.deliver(events)
         except DeliveryFailed as failure:
             return await self._failed(lane, events, failure)
@@ -164,8 +161,8 @@ class StoreDelivery:
             return 0
         (event,) = events
         attempts = await self._write(event_delivery.record_failure, self._shared.engine, self.store,
-                                           event.event_id, str(failure), counted=not failure.credentials,
-                                           credentials_refused=failure.credentials)
+                                     event.event_id, str(failure), counted=not failure.credentials,
+                                     credentials_refused=failure.credentials)
         if failure.credentials:
             log.warning("eCom store %s refused the credentials; trying again in %s s: %s", self.store.ecom_store_id,
                         retry.credentials_seconds, failure)
@@ -179,6 +176,13 @@ class StoreDelivery:
             return 1
         self.ready_at = time.monotonic() + retry.delay(attempts)
         return 0
+
+    def _turn(self, destination: Destination) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Webhooks take the lanes' POSTs at once; other destinations one attempt at a time (Service Bus: one SDK
+        sender, whose batches carry many events already)."""
+        if isinstance(destination, WebhookDestination):
+            return contextlib.nullcontext()
+        return self._one_at_a_time
 
     async def _write(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         async with self._writing:
