@@ -3,9 +3,10 @@
 Why not a general client: posting an event to a webhook is the bridge's hot path, and the general clients cost
 most of its CPU. Measured on this project's machine against the benchmark's receiver (8 POSTs in flight, signing
 included), client CPU per POST: httpx about 1,000 µs, aiohttp about 180 µs, asyncio streams about 90 µs, this
-protocol 55–75 µs. It does only what a webhook POST needs: a request with a Content-Length body (no redirects followed, no
-cookies, no proxies, no compression), and an answer read whole, its body framed by Content-Length or chunked and
-discarded (an unframed body, which runs to the end of the connection, is not read: the connection goes instead).
+protocol 55–75 µs. It does only what a webhook POST needs: a request with a Content-Length body (no redirects
+followed, no cookies, no proxies, no compression), and an answer read whole, its body framed by Content-Length or
+chunked and discarded (an unframed body, which runs to the end of the connection, is not read: the connection goes
+instead).
 HTTPS with the system's certificate authorities and the host name checked.
 
 Connections are pooled per `Origin`: one per request in flight, kept for the next request unless the server said
