@@ -1,8 +1,11 @@
 """The bridge: change events to each eCom store's destination (its Service Bus entity or webhook), at least once.
 
-Each eCom store has its own delivery (`StoreDelivery`): events go out in the order read, in batches of up to
-bridge_batch_size; a failure waits out an exponential backoff with jitter on that store alone, so a failing
-store never holds up another. A failed batch is retried one event at a time, so the attempts and the dead
+Each eCom store has its own delivery (`StoreDelivery`), fed by one or more lanes (`Lane`): each lane's events go
+out in the order read, in batches of up to bridge_batch_size, one batch at a time. From Kafka a store has up to
+bridge_webhook_concurrency lanes, an event's lane chosen by its Kafka key (eCom store and entity), so one entity's
+events keep their order while the store's webhook gets several POSTs at once; from the outbox a store is one lane.
+A failure waits out an exponential backoff with jitter on that store alone (all its lanes), so a failing store
+never holds up another. A failed batch is retried one event at a time in its lane, so the attempts and the dead
 letter land on the event at fault; after bridge_max_attempts counted attempts the event is dead-lettered and the
 store moves on. A refusal of the credentials is reported in the store's state and tried again only every
 bridge_credentials_retry_seconds, without counting towards the attempts. A store without a destination has its
@@ -16,13 +19,16 @@ Two sources feed the deliveries:
 """
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, TypeVar
 
 import orjson
 import sqlalchemy as sa
@@ -40,6 +46,7 @@ from store.event_delivery import StoreKey
 from store.secrets import SecretBox, SecretKeyError, secret_box
 
 log = logging.getLogger("pia.bridge")
+T = TypeVar("T")
 DestinationFactory = Callable[[DestinationSettings], Destination]
 # Outbox mode on PostgreSQL: each delivery in flight holds a pooled connection for its claim, so only this many
 # stores are delivered at once per process (the others wait their turn, they are not blocked by a failing one:
@@ -76,9 +83,9 @@ class RetryPolicy:
 class Deliveries:
     """What every store's delivery shares: the database, the secret box, the destination factory, the policy."""
 
-    def __init__(self, engine: sa.Engine, box: SecretBox, retry: RetryPolicy, batch_size: int,
+    def __init__(self, engine: sa.Engine, box: SecretBox, retry: RetryPolicy, batch_size: int, lanes: int,
                  destination_factory: DestinationFactory = build_destination) -> None:
-        self.engine, self.box, self.retry, self.batch_size = engine, box, retry, batch_size
+        self.engine, self.box, self.retry, self.batch_size, self.lanes = engine, box, retry, batch_size, lanes
         self.destination_factory = destination_factory
         self._stores: dict[StoreKey, StoreDelivery] = {}
 
@@ -86,7 +93,7 @@ class Deliveries:
     def from_settings(cls, settings: Settings, engine: sa.Engine,
                       destination_factory: DestinationFactory = build_destination) -> "Deliveries":
         return cls(engine, secret_box(settings), RetryPolicy.from_settings(settings), settings.bridge_batch_size,
-                   destination_factory)
+                   settings.bridge_webhook_concurrency, destination_factory)
 
     def of(self, store: StoreKey) -> "StoreDelivery":
         if store not in self._stores:
@@ -98,51 +105,64 @@ class Deliveries:
             await delivery.close()
 
 
+@dataclass
+class Lane:
+    """A run of one store's events that must go out in order, one attempt at a time."""
+
+    singles_left: int = 0  # events after a failed batch, sent one at a time to find the one at fault
+
+
 class StoreDelivery:
-    """One eCom store's delivery: its destination, when it may try again, and how many events to send singly."""
+    """One eCom store's delivery: its destination and when it may try again, shared by the store's lanes."""
 
     def __init__(self, shared: Deliveries, store: StoreKey) -> None:
         self._shared, self.store = shared, store
         self._destination: Destination | None = None
         self._destination_version: datetime | None = None
+        self._reading_destination = asyncio.Lock()  # lanes wanting it at once read and build it once
+        self._one_at_a_time = asyncio.Lock()
+        # The lanes' writes each update the store's event_delivery_state row: one at a time, or DuckDB refuses the
+        # second as a conflict (PostgreSQL would only make it wait).
+        self._writing = asyncio.Lock()
         self.ready_at = 0.0  # time.monotonic() before which it waits (backoff)
-        self._singles_left = 0  # events after a failed batch, sent one at a time to find the one at fault
 
-    def next_batch_size(self) -> int:
-        return 1 if self._singles_left else self._shared.batch_size
+    def next_batch_size(self, lane: Lane) -> int:
+        return 1 if lane.singles_left else self._shared.batch_size
 
     async def wait_until_ready(self, stop: asyncio.Event) -> bool:
         """Wait out the backoff; False when stopped meanwhile."""
         return not await _stopped_within(stop, self.ready_at - time.monotonic())
 
-    async def attempt(self, events: Sequence[OutgoingEvent]) -> int:
-        """One try at the events (the store's next ones, in order, at most next_batch_size()); returns how many of
-        them are settled (delivered, discarded or dead-lettered) from the front."""
+    async def attempt(self, lane: Lane, events: Sequence[OutgoingEvent]) -> int:
+        """One try at the events (the lane's next ones, in order, at most next_batch_size(lane)); returns how many
+        of them are settled (delivered, discarded or dead-lettered) from the front."""
         engine, store = self._shared.engine, self.store
         try:
             destination = await self._current_destination()
         except (SecretKeyError, ValueError) as error:  # unreadable secret, incomplete settings: nothing to send with
-            return await self._failed(events, DeliveryFailed(f"destination unusable: {error}", transient=False))
+            return await self._failed(lane, events, DeliveryFailed(f"destination unusable: {error}",
+                                                                   transient=False))
         if destination is None:
-            await asyncio.to_thread(event_delivery.discard, engine, store, [event.event_id for event in events])
+            await self._write(event_delivery.discard, engine, store, [event.event_id for event in events])
             return len(events)
         try:
-            await destination.deliver(events)
+            async with self._turn(destination):
+                await destination.deliver(events)
         except DeliveryFailed as failure:
-            return await self._failed(events, failure)
-        await asyncio.to_thread(event_delivery.mark_delivered, engine, store, [event.event_id for event in events])
-        self._singles_left = max(0, self._singles_left - len(events))
+            return await self._failed(lane, events, failure)
+        await self._write(event_delivery.mark_delivered, engine, store, [event.event_id for event in events])
+        lane.singles_left = max(0, lane.singles_left - len(events))
         return len(events)
 
-    async def _failed(self, events: Sequence[OutgoingEvent], failure: DeliveryFailed) -> int:
+    async def _failed(self, lane: Lane, events: Sequence[OutgoingEvent], failure: DeliveryFailed) -> int:
         retry = self._shared.retry
         if len(events) > 1:  # which one is at fault is unknown: try them one by one, at once
-            self._singles_left = len(events)
+            lane.singles_left = len(events)
             return 0
         (event,) = events
-        attempts = await asyncio.to_thread(event_delivery.record_failure, self._shared.engine, self.store,
-                                           event.event_id, str(failure), counted=not failure.credentials,
-                                           credentials_refused=failure.credentials)
+        attempts = await self._write(event_delivery.record_failure, self._shared.engine, self.store,
+                                     event.event_id, str(failure), counted=not failure.credentials,
+                                     credentials_refused=failure.credentials)
         if failure.credentials:
             log.warning("eCom store %s refused the credentials; trying again in %s s: %s", self.store.ecom_store_id,
                         retry.credentials_seconds, failure)
@@ -151,22 +171,35 @@ class StoreDelivery:
         if attempts >= retry.max_attempts:
             log.warning("event %s of eCom store %s dead-lettered after %s attempts: %s", event.event_id,
                         self.store.ecom_store_id, attempts, failure)
-            await asyncio.to_thread(event_delivery.dead_letter, self._shared.engine, self.store, event.event_id)
-            self._singles_left = max(0, self._singles_left - 1)
+            await self._write(event_delivery.dead_letter, self._shared.engine, self.store, event.event_id)
+            lane.singles_left = max(0, lane.singles_left - 1)
             return 1
         self.ready_at = time.monotonic() + retry.delay(attempts)
         return 0
 
+    def _turn(self, destination: Destination) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Webhooks take the lanes' POSTs at once; other destinations one attempt at a time (Service Bus: one SDK
+        sender, whose batches carry many events already)."""
+        if isinstance(destination, WebhookDestination):
+            return contextlib.nullcontext()
+        return self._one_at_a_time
+
+    async def _write(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        async with self._writing:
+            return await asyncio.to_thread(write, *args, **kwargs)
+
     async def _current_destination(self) -> Destination | None:
-        """The destination as stored now; built again when its settings changed since the last attempt."""
-        stored = await asyncio.to_thread(event_delivery.destination_settings, self._shared.engine, self._shared.box,
-                                         self.store)
-        version = stored[1] if stored else None
-        if version != self._destination_version or (stored is None) != (self._destination is None):
-            await self.close()
-            self._destination = self._shared.destination_factory(stored[0]) if stored else None
-            self._destination_version = version
-        return self._destination
+        """The destination as stored now; built again when its settings changed since the last attempt (a lane's
+        POST still in flight on the old one fails as transient and goes again)."""
+        async with self._reading_destination:
+            stored = await asyncio.to_thread(event_delivery.destination_settings, self._shared.engine,
+                                             self._shared.box, self.store)
+            version = stored[1] if stored else None
+            if version != self._destination_version or (stored is None) != (self._destination is None):
+                await self.close()
+                self._destination = self._shared.destination_factory(stored[0]) if stored else None
+                self._destination_version = version
+            return self._destination
 
     async def close(self) -> None:
         destination, self._destination, self._destination_version = self._destination, None, None
@@ -213,16 +246,16 @@ class OutboxSource:
             await self._deliveries.close()
 
     async def _drain(self, store: StoreKey, stop: asyncio.Event) -> None:
-        delivery = self._deliveries.of(store)
+        delivery, lane = self._deliveries.of(store), Lane()  # the outbox is read in order: the store is one lane
         try:
             while await delivery.wait_until_ready(stop):
                 async with self._turns:
-                    if not await self._attempt(delivery):
+                    if not await self._attempt(delivery, lane):
                         return
         except Exception:  # a bug or a lost database: logged, and the next poll starts the store again
             log.exception("delivery to eCom store %s failed", store.ecom_store_id)
 
-    async def _attempt(self, delivery: StoreDelivery) -> bool:
+    async def _attempt(self, delivery: StoreDelivery, lane: Lane) -> bool:
         """Claim the store, read its next rows and try them; False when there was nothing to do (or another
         bridge process holds the store)."""
         engine = self._deliveries.engine
@@ -231,10 +264,10 @@ class OutboxSource:
             if not await asyncio.to_thread(event_delivery.claim_store, claim, delivery.store):
                 return False
             events = await asyncio.to_thread(event_delivery.undelivered, engine, delivery.store,
-                                             delivery.next_batch_size())
+                                             delivery.next_batch_size(lane))
             if not events:
                 return False
-            await delivery.attempt(events)  # its writes commit on connections of their own, before the claim ends
+            await delivery.attempt(lane, events)  # its writes commit on connections of their own, before the claim ends
             return True
         finally:
             await asyncio.to_thread(claim.close)  # ends the claim's transaction, which wrote nothing
@@ -242,7 +275,7 @@ class OutboxSource:
 
 @dataclass
 class _Record:
-    """An event read from Kafka, waiting in its store's queue."""
+    """An event read from Kafka, waiting in its lane's queue."""
 
     partition: TopicPartition
     offset: int
@@ -265,9 +298,18 @@ class _PartitionProgress:
             self.committable = front + 1
 
 
+@dataclass
+class _KafkaLane(Lane):
+    """A lane fed from Kafka: its records in read order, and the event that wakes its worker when some arrive."""
+
+    queue: deque[_Record] = field(default_factory=deque)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class KafkaSource(ConsumerRebalanceListener):
-    """Kafka mode: a member of the consumer group. Each store's events queue up in read order for a worker of
-    that store; offsets are committed as the front of each partition settles."""
+    """Kafka mode: a member of the consumer group. Each store's events queue up in read order in its lanes (by
+    Kafka key), each lane with a worker; offsets are committed as the front of each partition settles, whatever
+    order the lanes settle them in."""
 
     COMMIT_EVERY_SECONDS = 0.5
 
@@ -279,8 +321,7 @@ class KafkaSource(ConsumerRebalanceListener):
         self._topic = settings.kafka_topic
         self._progress: dict[TopicPartition, _PartitionProgress] = {}
         self._committed: dict[TopicPartition, int] = {}
-        self._queues: dict[StoreKey, deque[_Record]] = {}
-        self._wakes: dict[StoreKey, asyncio.Event] = {}
+        self._lanes: dict[tuple[StoreKey, int], _KafkaLane] = {}
         self._workers: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
 
@@ -295,8 +336,8 @@ class KafkaSource(ConsumerRebalanceListener):
                     self._enqueue(partition, records)
                 await self._commit()
         finally:
-            for wake in self._wakes.values():
-                wake.set()
+            for lane in self._lanes.values():
+                lane.wake.set()
             await asyncio.gather(*self._workers, return_exceptions=True)
             await self._commit()
             await self._consumer.stop()
@@ -312,24 +353,27 @@ class KafkaSource(ConsumerRebalanceListener):
                 progress.settle(record.offset)
                 continue
             store, event = parsed
-            if store not in self._queues:
-                self._queues[store], self._wakes[store] = deque(), asyncio.Event()
-                self._workers.append(asyncio.create_task(self._work(store), name=f"bridge {store.ecom_store_id}"))
-            self._queues[store].append(_Record(partition, record.offset, event))
-            self._wakes[store].set()
+            key = (store, lane_of(record.key, self._deliveries.lanes))
+            if key not in self._lanes:
+                self._lanes[key] = _KafkaLane()
+                self._workers.append(asyncio.create_task(self._work(store, self._lanes[key]),
+                                                         name=f"bridge {store.ecom_store_id} lane {key[1]}"))
+            lane = self._lanes[key]
+            lane.queue.append(_Record(partition, record.offset, event))
+            lane.wake.set()
 
-    async def _work(self, store: StoreKey) -> None:
-        queue, wake, delivery = self._queues[store], self._wakes[store], self._deliveries.of(store)
+    async def _work(self, store: StoreKey, lane: _KafkaLane) -> None:
+        queue, delivery = lane.queue, self._deliveries.of(store)
         while not self._stop.is_set():
             if not queue:
-                wake.clear()
-                await wake.wait()
+                lane.wake.clear()
+                await lane.wake.wait()
                 continue
             if not await delivery.wait_until_ready(self._stop):
                 return
-            batch = [queue[n] for n in range(min(len(queue), delivery.next_batch_size()))]
+            batch = [queue[n] for n in range(min(len(queue), delivery.next_batch_size(lane)))]
             try:
-                settled = await delivery.attempt([record.event for record in batch])
+                settled = await delivery.attempt(lane, [record.event for record in batch])
             except Exception:  # a bug or a lost database: logged, retried after a pause like a failure
                 log.exception("delivery to eCom store %s failed", store.ecom_store_id)
                 delivery.ready_at = time.monotonic() + self._deliveries.retry.delay(1)
@@ -358,15 +402,21 @@ class KafkaSource(ConsumerRebalanceListener):
         for partition in revoked:
             self._progress.pop(partition, None)
             self._committed.pop(partition, None)
-        for queue in self._queues.values():
-            kept = [record for record in queue if record.partition not in revoked]
-            queue.clear()
-            queue.extend(kept)
+        for lane in self._lanes.values():
+            kept = [record for record in lane.queue if record.partition not in revoked]
+            lane.queue.clear()
+            lane.queue.extend(kept)
         if revoked:
             log.info("partitions revoked: %s", sorted(partition.partition for partition in revoked))
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         log.info("partitions assigned: %s", sorted(partition.partition for partition in assigned))
+
+
+def lane_of(key: bytes | None, lanes: int) -> int:
+    """The lane of a record's Kafka key (eCom store and entity): one key always lands in one lane, so its events
+    keep their order. CRC-32, not hash(): the same in every process and run."""
+    return zlib.crc32(key or b"") % lanes
 
 
 def _parse(record: ConsumerRecord) -> tuple[StoreKey, OutgoingEvent] | None:

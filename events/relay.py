@@ -1,9 +1,10 @@
 """The relay, Kafka mode's first leg: unpublished outbox rows to the Kafka topic, marked published once acknowledged.
 
-A round claims up to relay_batch_size rows in event_id order, sends each as the record the bridge reads (key
+A round claims up to relay_batch_size rows in event_id order and sets their published_time in the same statement
+(one pass over the rows, not a read and a write), sends each as the record the bridge reads (key
 `ecomStoreId:entityId`, headers subject/tenantId/ecomStoreId, value the event message), waits for every
-acknowledgement (acks="all") and only then sets published_time and commits. A failed send rolls the round back:
-its rows stay unpublished and go again next round, so a row reaches Kafka at least once, possibly twice.
+acknowledgement (acks="all") and only then commits. A failed send rolls the round back: its rows stay unpublished
+and go again next round, so a row reaches Kafka at least once, possibly twice.
 
 On PostgreSQL several relays (one per `pia worker`) share the outbox: each claims rows with FOR UPDATE SKIP
 LOCKED, so in the normal case no row is sent twice, and each wakes at once on the NOTIFY a writing transaction
@@ -57,21 +58,29 @@ def new_producer(settings: Settings, timeout_ms: int = KAFKA_TIMEOUT_MS) -> AIOK
                             request_timeout_ms=timeout_ms)
 
 
-def _claim(engine: sa.Engine, batch_size: int) -> sa.Select:
-    query = (sa.select(event_outbox)
-             # Rows delivered without Kafka (the embedded mode, before Kafka was configured) are not sent again.
-             .where(event_outbox.c.published_time.is_(None), event_outbox.c.delivered_time.is_(None),
-                    event_outbox.c.dead_letter_time.is_(None))
-             .order_by(event_outbox.c.event_id).limit(batch_size))
+def _claim(engine: sa.Engine, batch_size: int) -> sa.Update:
+    """Mark the next unpublished rows published, returning them; the mark stands only if the round commits."""
+    pending = (sa.select(event_outbox.c.event_id)
+               # Rows delivered without Kafka (the embedded mode, before Kafka was configured) are not sent again.
+               .where(event_outbox.c.published_time.is_(None), event_outbox.c.delivered_time.is_(None),
+                      event_outbox.c.dead_letter_time.is_(None))
+               .order_by(event_outbox.c.event_id).limit(batch_size))
     # Relays sharing PostgreSQL each take rows no other holds; DuckDB has one relay, in the process owning the file.
-    return query if is_duckdb(engine) else query.with_for_update(skip_locked=True)
+    if not is_duckdb(engine):
+        pending = pending.with_for_update(skip_locked=True)
+    return (event_outbox.update().where(event_outbox.c.event_id.in_(pending.scalar_subquery()))
+            .values(published_time=utc_now())
+            .returning(event_outbox.c.event_id, event_outbox.c.tenant_id, event_outbox.c.ecom_store_id,
+                       event_outbox.c.subject, event_outbox.c.entity_id, event_outbox.c.datetime,
+                       event_outbox.c.metadata))
 
 
 async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, settings: Settings) -> int:
     """One round; returns how many rows were published. Raises (and leaves the rows unpublished) when a send
     fails. The database calls block the event loop: it is the relay's own, nothing else waits on it."""
     with engine.begin() as conn:
-        rows = conn.execute(_claim(engine, settings.relay_batch_size)).all()
+        # RETURNING comes in no particular order: sorted here, since the sends must go in event_id order.
+        rows = sorted(conn.execute(_claim(engine, settings.relay_batch_size)), key=lambda row: row.event_id)
         if not rows:
             return 0
         # Sends issued one after another, in event_id order: aiokafka keeps that order within a partition, and
@@ -80,9 +89,7 @@ async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, setting
                             for key, value, headers in map(kafka_record, rows)]
         outcomes = await asyncio.gather(*acknowledgements, return_exceptions=True)
         if failure := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None):
-            raise failure
-        conn.execute(event_outbox.update().where(event_outbox.c.event_id.in_([row.event_id for row in rows]))
-                     .values(published_time=utc_now()))
+            raise failure  # the round's transaction rolls back: its rows are unpublished again
     return len(rows)
 
 

@@ -16,15 +16,16 @@ redirect included, is a refusal of the event itself. Failures name the receiver'
 query string may hold a token) nor the secret.
 """
 
+import asyncio
 import base64
 import binascii
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-import httpx
 from standardwebhooks import Webhook
 
 from events.delivery import DeliveryFailed, OutgoingEvent
+from events.http1 import BadAnswer, Origin
 from store.destinations import DestinationSettings
 
 _STANDARD_PREFIX = "whsec_"
@@ -46,16 +47,17 @@ def signing_key(secret: str) -> bytes:
 
 
 class WebhookDestination:
-    """Posts an eCom store's events to its webhook, one at a time over a kept-alive connection."""
+    """Posts an eCom store's events to its webhook over kept-alive connections. One `deliver` call posts its
+    events one at a time, in order; the bridge may make several calls at once (its lanes), each on a connection of
+    its own."""
 
     def __init__(self, settings: DestinationSettings, *, timeout: float = 10.0) -> None:
-        self._url = settings.endpoint
-        self._host = httpx.URL(settings.endpoint).host
+        self._origin = Origin(settings.endpoint, {"user-agent": "pia-events", "content-type": "application/json"})
+        self._host = self._origin.host
         self._webhook = Webhook(signing_key(settings.secret))
-        # The timeout bounds connecting, each read and write, and waiting for the connection alike, so a receiver
-        # that stops answering fails the delivery instead of holding the eCom store's queue.
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
-                                         headers={"user-agent": "pia-events"})
+        # The timeout bounds each POST whole (connecting, sending, the answer), so a receiver that stops answering
+        # fails the delivery instead of holding the eCom store's lane.
+        self._timeout = timeout
 
     async def deliver(self, events: Sequence[OutgoingEvent]) -> None:
         for event in events:
@@ -64,22 +66,26 @@ class WebhookDestination:
     async def _post(self, event: OutgoingEvent) -> None:
         body = event.body()
         signed_at = datetime.now(UTC)
-        headers = {"content-type": "application/json", "webhook-id": event.event_id,
-                   "webhook-timestamp": str(int(signed_at.timestamp())), "webhook-subject": event.subject,
+        headers = {"webhook-id": event.event_id, "webhook-timestamp": str(int(signed_at.timestamp())),
+                   "webhook-subject": event.subject,
                    "webhook-signature": self._webhook.sign(event.event_id, signed_at, body.decode())}
         try:
-            response = await self._client.post(self._url, content=body, headers=headers)
-        except httpx.TimeoutException as error:
+            async with asyncio.timeout(self._timeout):
+                answer = await self._origin.post(body, headers)
+        except TimeoutError as error:
             raise DeliveryFailed(f"webhook at {self._host} did not answer in time", transient=True) from error
-        except httpx.TransportError as error:
+        except OSError as error:
             raise DeliveryFailed(f"webhook at {self._host} unreachable: {error!r}", transient=True) from error
-        status = response.status_code
+        except BadAnswer as error:
+            raise DeliveryFailed(f"webhook at {self._host} answered what is not HTTP/1.1: {error}",
+                                 transient=True) from error
+        status = answer.status
         if 200 <= status < 300:
             return
-        message = f"webhook at {self._host} answered {status} {response.reason_phrase} to event {event.event_id}"
+        message = f"webhook at {self._host} answered {status} {answer.reason} to event {event.event_id}"
         if status in _CREDENTIALS_REFUSED:
             raise DeliveryFailed(message, transient=False, credentials=True)
         raise DeliveryFailed(message, transient=status in _TRY_AGAIN or status >= 500)
 
     async def close(self) -> None:
-        await self._client.aclose()
+        self._origin.close()

@@ -88,7 +88,9 @@ class Settings(BaseSettings):
     kafka_group_id: str = "pia-bridge"
     # The relay (outbox → Kafka) wakes on PostgreSQL's NOTIFY; this slow poll is the safety net (and DuckDB's way).
     relay_poll_seconds: float = 5.0
-    relay_batch_size: PositiveInt = 500
+    # Rows a relay round claims, sends and commits at once: larger rounds spread each round's database work and
+    # its wait for the acknowledgements over more rows.
+    relay_batch_size: PositiveInt = 2000
     # The bridge (→ each eCom store's destination): a failing delivery is tried again after an exponential
     # backoff with jitter, at most bridge_max_attempts times, then the event goes to the dead letters. A
     # destination refusing its credentials is tried again only every bridge_credentials_retry_seconds.
@@ -96,7 +98,12 @@ class Settings(BaseSettings):
     bridge_retry_base_seconds: float = 1.0
     bridge_retry_max_seconds: float = 300.0
     bridge_credentials_retry_seconds: float = 300.0
-    bridge_batch_size: PositiveInt = 100
+    # Events one attempt (of a Kafka lane, or a store's outbox) sends before marking them delivered in one write:
+    # larger attempts cost the bridge less CPU per event; after a crash up to this many per lane may go twice.
+    bridge_batch_size: PositiveInt = 500
+    # Kafka mode: POSTs in flight at once to one eCom store's webhook, in lanes by Kafka key (eCom store and
+    # entity), so one entity's events still arrive in order. Other destinations take one attempt at a time.
+    bridge_webhook_concurrency: PositiveInt = 8
     bridge_poll_seconds: float = 1.0
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False

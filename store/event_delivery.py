@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY  # DuckDB's dialect is PostgreSQL's, and takes lists alike
 
 from events.delivery import OutgoingEvent  # a leaf module: the message, nothing of the bridge
 from store.destinations import DestinationSettings
@@ -64,12 +65,17 @@ def claim_store(conn: sa.Connection, store: StoreKey) -> bool:
         sa.func.hashtextextended(f"pia:bridge:{store.tenant_id}:{store.ecom_store_id}", 0)))))
 
 
+def with_ids(event_ids: Sequence[str]) -> sa.ColumnElement[bool]:
+    """The outbox rows of these event ids, as one array parameter (`= ANY`): a batch of thousands costs one bound
+    value, not one each, to build, send and plan."""
+    return outbox.c.event_id == sa.any_(sa.literal(list(event_ids), ARRAY(sa.String)))
+
+
 def _unsettled(event_ids: Sequence[str]) -> sa.ColumnElement[bool]:
     """These rows, unless already delivered or dead-lettered. Found by primary key: written as `_open` is, the
     condition would let PostgreSQL pick the partial index of undelivered rows, which before the table's first
     ANALYZE it takes for tiny and scans whole (a store's entire backlog for every batch marked)."""
-    return sa.and_(outbox.c.event_id.in_(list(event_ids)),
-                   sa.func.coalesce(outbox.c.delivered_time, outbox.c.dead_letter_time).is_(None))
+    return sa.and_(with_ids(event_ids), sa.func.coalesce(outbox.c.delivered_time, outbox.c.dead_letter_time).is_(None))
 
 
 def _set_state(conn: sa.Connection, store: StoreKey, values: dict[str, Any]) -> None:

@@ -20,10 +20,12 @@ from typing import Any
 import orjson
 import pytest
 import sqlalchemy as sa
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import RecordMetadata
 
 from contracts import events as subjects
-from events.bridge import run_bridge
+from events.bridge import lane_of, run_bridge
 from events.delivery import OutgoingEvent
 from events.outbox import pair_events
 from events.webhook import WebhookDestination
@@ -318,12 +320,12 @@ class BridgeProcess:
 
 
 def publish(kafka: KafkaBroker, engine: sa.Engine, topic: str, tenant_id: str,  # noqa: F811
-            event_ids: list[str]) -> dict[str, int]:
+            event_ids: list[str]) -> dict[str, RecordMetadata]:
     """What the relay does: each row as a record of the design's format, acknowledged, then marked published.
-    Returns the partition each event went to."""
+    Returns where each event went (partition and offset)."""
     rows = outbox_rows(engine, tenant_id)
 
-    async def send() -> dict[str, int]:
+    async def send() -> dict[str, RecordMetadata]:
         producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all", enable_idempotence=False,
                                     request_timeout_ms=10_000)
         await producer.start()
@@ -336,7 +338,7 @@ def publish(kafka: KafkaBroker, engine: sa.Engine, topic: str, tenant_id: str,  
             acknowledged = await asyncio.gather(*sent)
         finally:
             await producer.stop()
-        return {event_id: metadata.partition for event_id, metadata in zip(event_ids, acknowledged, strict=True)}
+        return dict(zip(event_ids, acknowledged, strict=True))
 
     partitions = asyncio.run(send())
     with engine.begin() as conn:
@@ -412,7 +414,8 @@ def test_when_one_bridge_is_killed_the_other_delivers_the_rest(
     wait_until(lambda: len(receiver.deliveries) >= 40, "deliveries under way")
     victims_share = victim.assigned()
     victim.stop(signal.SIGKILL)
-    left_by_victim = {event_id for event_id in every if partitions[event_id] in victims_share} - receiver.event_ids()
+    left_by_victim = ({event_id for event_id in every if partitions[event_id].partition in victims_share}
+                      - receiver.event_ids())
     assert left_by_victim  # the survivor has some of the victim's partitions' events to deliver
     wait_until(lambda: survivor.assigned() == set(range(TOPIC_PARTITIONS)), "the survivor to take every partition")
     receiver.behave()
@@ -422,3 +425,84 @@ def test_when_one_bridge_is_killed_the_other_delivers_the_rest(
     assert_delivered_in_order_per_entity(receiver, expected)
     wait_until(lambda: all(row.delivered_time for row in outbox_rows(engine, tenant_id).values()),
                "every row marked delivered")
+
+
+# Kafka mode in this process: several POSTs in flight to one store, in lanes by Kafka key.
+
+LANES, PARTITIONS = 4, 2
+
+
+async def committed_offsets(kafka: KafkaBroker, group_id: str, topic: str, partitions: int) -> dict[int, int]:  # noqa: F811
+    """The group's committed offset of each partition that has one."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, request_timeout_ms=10_000)
+    await admin.start()
+    try:  # the partitions named: the test broker cannot answer for all of a group's at once
+        committed = await admin.list_consumer_group_offsets(group_id, partitions=[
+            TopicPartition(topic, partition) for partition in range(partitions)])
+    finally:
+        await admin.close()
+    return {partition.partition: at.offset for partition, at in committed.items() if at.offset >= 0}
+
+
+async def eventually(condition: Callable[[], Any], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout} s for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def test_lanes_keep_each_entitys_order_and_commit_only_up_to_the_first_undelivered_event(
+        fast: tuple[Settings, sa.Engine], kafka: KafkaBroker, receiver: WebhookReceiver) -> None:  # noqa: F811
+    settings, engine = fast
+    topic = f"pia.events.{new_id()}"
+    await asyncio.to_thread(kafka.create_topic, topic, PARTITIONS)
+    settings = settings.model_copy(update={
+        "kafka_bootstrap_servers": kafka.bootstrap_servers, "kafka_topic": topic, "kafka_group_id": f"group-{topic}",
+        "bridge_webhook_concurrency": LANES, "bridge_batch_size": 5, "bridge_max_attempts": 1000})
+    tenant_id, expected = kafka_world(settings, engine, receiver, stores=1, per_store=64)  # 16 entities, 4 each
+    (every,) = expected.values()
+    placed = await asyncio.to_thread(publish, kafka, engine, topic, tenant_id, every)
+    rows = outbox_rows(engine, tenant_id)
+    lane = {event_id: lane_of(f"{row.ecom_store_id}:{row.entity_id}".encode(), LANES) for event_id, row in rows.items()}
+    # The receiver refuses an early event (not its partition's first) whose partition has later events of other
+    # lanes: those are delivered meanwhile, and the partition's offset must be committed up to the refused event.
+    held = next(event_id for event_id in every if placed[event_id].offset > 0 and any(
+        placed[other].partition == placed[event_id].partition and placed[other].offset > placed[event_id].offset
+        and lane[other] != lane[event_id] for other in every))
+    held_at = placed[held]
+    overtaking = {other for other in every if lane[other] != lane[held] and placed[other].partition == held_at.partition
+                  and placed[other].offset > held_at.offset}
+    receiver.refuse({held}, 503)
+    receiver.slow_down(0.005)  # POSTs last long enough to overlap
+
+    stop = asyncio.Event()
+    running = asyncio.create_task(run_bridge(settings, engine, stop, destination_factory=quick_webhook))
+    try:
+        other_lanes = {event_id for event_id in every if lane[event_id] != lane[held]}
+        await eventually(lambda: asyncio.to_thread(lambda: receiver.event_ids() >= other_lanes),
+                         "the other lanes' events")
+
+        async def committed_up_to_held() -> bool:
+            committed = await committed_offsets(kafka, settings.kafka_group_id, topic, PARTITIONS)
+            return committed.get(held_at.partition) == held_at.offset
+        await eventually(committed_up_to_held, "the offset committed up to the refused event")
+        assert overtaking <= receiver.event_ids() and held not in receiver.event_ids()
+        row = outbox_rows(engine, tenant_id)[held]
+        assert row.delivered_time is None and row.attempts >= 1 and "503" in row.last_error
+
+        receiver.behave()
+        ends = {partition: 1 + max(at.offset for at in placed.values() if at.partition == partition)
+                for partition in {at.partition for at in placed.values()}}
+
+        async def everything_committed() -> bool:
+            return await committed_offsets(kafka, settings.kafka_group_id, topic, PARTITIONS) == ends
+        await eventually(lambda: asyncio.to_thread(lambda: receiver.event_ids() == set(every)), "every event")
+        await eventually(everything_committed, "every offset committed")
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 15)
+
+    assert receiver.most_in_flight > 1  # several POSTs at once to the one store
+    assert_delivered_in_order_per_entity(receiver, expected)
+    assert all(row.delivered_time is not None for row in outbox_rows(engine, tenant_id).values())

@@ -2,7 +2,8 @@
 
 It verifies every delivery the way a consumer would, with `standardwebhooks.Webhook` and the key it was given
 (independently of how pia derives its key), records the deliveries that verify in arrival order, and answers 401
-to those that do not. It can be told to answer with a failing status, or to be slow, for a while.
+to those that do not. It can be told to answer with a failing status, or to be slow, for a while, or to refuse
+some events only. It counts the most POSTs it was handling at once.
 """
 
 import math
@@ -44,6 +45,8 @@ class WebhookReceiver:
         self._deliveries: list[Delivery] = []
         self._rejections: list[str] = []
         self._attempts = 0
+        self._in_flight = self._most_in_flight = 0
+        self._refused: dict[str, int] = {}  # webhook-id → the status its POSTs get
         self._behaviour = _Behaviour()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True  # a handler still sleeping must not hold up stop()
@@ -77,9 +80,21 @@ class WebhookReceiver:
         with self._lock:
             self._behaviour = _Behaviour(delay=delay, until=time.monotonic() + seconds)
 
+    def refuse(self, event_ids: set[str], status: int) -> None:
+        """Answer `status` to every POST of these events (recording nothing), until `behave()`."""
+        with self._lock:
+            self._refused = dict.fromkeys(event_ids, status)
+
     def behave(self) -> None:
         with self._lock:
             self._behaviour = _Behaviour()
+            self._refused = {}
+
+    @property
+    def most_in_flight(self) -> int:
+        """The most POSTs being handled at the same time so far."""
+        with self._lock:
+            return self._most_in_flight
 
     @property
     def deliveries(self) -> list[Delivery]:
@@ -113,11 +128,25 @@ class WebhookReceiver:
 
     def _receive(self, headers: dict[str, str], body: bytes, connection: int) -> int:
         """The status to answer a POST with, recording it if it verifies."""
+        with self._lock:
+            self._in_flight += 1
+            self._most_in_flight = max(self._most_in_flight, self._in_flight)
+        try:
+            return self._answer(headers, body, connection)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _answer(self, headers: dict[str, str], body: bytes, connection: int) -> int:
         behaviour = self._attempt()
         if behaviour.delay:
             time.sleep(behaviour.delay)
         if behaviour.status is not None:
             return behaviour.status
+        with self._lock:
+            refused = self._refused.get(headers.get("webhook-id", ""))
+        if refused is not None:
+            return refused
         try:
             message = self._webhook.verify(body, headers)
         except WebhookVerificationError as error:
