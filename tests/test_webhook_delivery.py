@@ -12,7 +12,6 @@ import pytest
 
 from contracts import events as subjects
 from events.delivery import DeliveryFailed, OutgoingEvent
-from events.http1 import BadAnswer, parse_answer
 from events.webhook import WebhookDestination, signing_key
 from store.destinations import DestinationSettings
 from store.ids import new_id
@@ -152,34 +151,6 @@ async def test_nobody_listening_is_transient() -> None:
     finally:
         await sender.close()
     assert failure.transient and not failure.credentials
-
-
-# The lean HTTP/1.1 client under the webhooks (events/http1.py): how it reads answers, and a server that hangs up.
-
-@pytest.mark.parametrize("answer, status, keep_alive, left", [
-    (b"HTTP/1.1 204 No Content\r\n\r\n", 204, True, b"NEXT"),
-    (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", 200, True, b"NEXT"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;x=y\r\nok\r\n0\r\nt: 1\r\n\r\n", 200, True, b"NEXT"),
-    (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n", 202, True, b""),
-    (b"HTTP/1.1 200 OK\r\nConnection: close\r\ncontent-length: 0\r\n\r\n", 200, False, b""),
-    (b"HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n", 200, False, b""),
-    (b"HTTP/1.1 500 Oops\r\n\r\n", 500, False, b"a body to the end of the connection, not read"),
-    (b"HTTP/1.1 401\r\ncontent-length: 0\r\n\r\n", 401, True, b""),  # no reason phrase
-])
-def test_answers_are_read_whole_whatever_their_framing(answer: bytes, status: int, keep_alive: bool,
-                                                       left: bytes) -> None:
-    parsed = parse_answer(answer + left)
-    assert parsed is not None
-    assert (parsed[0].status, parsed[0].keep_alive, parsed[1]) == (status, keep_alive, len(answer))
-    assert all(parse_answer(answer[:cut]) is None for cut in range(len(answer)))  # a part is not yet an answer
-
-
-@pytest.mark.parametrize("answer", [b"SMTP ready\r\n\r\n", b"HTTP/1.1 2000 OK\r\n\r\n",
-                                    b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n",
-                                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"])
-def test_what_is_not_http_is_a_bad_answer(answer: bytes) -> None:
-    with pytest.raises(BadAnswer):
-        parse_answer(answer)
 
 
 async def test_a_kept_connection_the_server_drops_unanswered_is_replaced_and_the_post_goes_once_more() -> None:
