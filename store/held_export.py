@@ -37,8 +37,6 @@ LAYOUTS: tuple[Layout, ...] = ("horizon", "daily")
 # Rows per record batch of an export: large enough that per-batch costs vanish, small enough that a daily
 # batch of forecasts (up to 62 days each) stays a few tens of MB.
 BATCH_ROWS = 16_384
-# PostgreSQL: CSV bytes parsed at once (about 20,000 forecasts).
-_CSV_CHUNK_BYTES = 8 << 20
 
 _DECIMAL = pl.Decimal(18, 4)
 _INSTANT = pl.Datetime("us", "UTC")
@@ -129,9 +127,10 @@ def _batches(engine: sa.Engine, query: sa.Select, dataset: "_Dataset",
     # The frames are closed before the connection: an unfinished COPY holds psycopg's connection lock.
     with engine.connect() as conn, closing(_frames(conn, query, dataset.columns, batch_rows)) as frames:
         for frame in frames:
-            # The daily layout turns a chunk of forecasts into many more rows: cut it again.
+            # The daily layout turns a chunk of forecasts into many more rows: cut it again. A part may be made
+            # of several chunks (Polars parses CSV in parallel): one record batch each.
             for part in dataset.shape(frame).iter_slices(batch_rows):
-                yield from _table(part, dataset.schema).to_batches()
+                yield from _table(part.rechunk(), dataset.schema).to_batches()
 
 
 # --- reading --------------------------------------------------------------------------------------------
@@ -151,30 +150,31 @@ def _frames(conn: sa.Connection, query: sa.Select, columns: dict[str, pl.DataTyp
         finally:
             reader.close()  # the connection refuses its next statement while a result is open
         return
-    with closing(_postgres_csv_chunks(conn, str(compiled), compiled.params)) as chunks:
+    with closing(_postgres_csv_chunks(conn, str(compiled), compiled.params, batch_rows)) as chunks:
         for chunk in chunks:
             frame = pl.read_csv(chunk, has_header=False, new_columns=list(columns),
                                 schema_overrides=dict.fromkeys(columns, pl.String))
             yield frame.with_columns(_from_text(name, kind) for name, kind in columns.items())
 
 
-def _postgres_csv_chunks(conn: sa.Connection, sql: str, parameters: dict[str, object]) -> Iterator[bytes]:
-    """COPY's CSV of the query in chunks of whole lines (no column we read holds a line break)."""
+def _postgres_csv_chunks(conn: sa.Connection, sql: str, parameters: dict[str, object],
+                         batch_rows: int) -> Iterator[bytes]:
+    """COPY's CSV of the query in chunks of about batch_rows whole lines (no column we read holds a line break)."""
     # psycopg merges the parameters into the statement client-side: COPY takes no bound parameters.
     with driver_connection(conn).cursor() as cursor, \
             cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT csv)", parameters) as copy:
         pending: list[bytes] = []
-        size = 0
+        lines = 0
         for data in copy:  # the server sends a message per row: join them into large chunks
             pending.append(bytes(data))
-            size += len(data)
-            if size >= _CSV_CHUNK_BYTES:
+            lines += 1
+            if lines >= batch_rows:
                 chunk = b"".join(pending)
                 end = chunk.rindex(b"\n") + 1
                 yield chunk[:end]
-                pending, size = [chunk[end:]], len(chunk) - end
-        if size:
-            yield b"".join(pending)
+                pending, lines = [chunk[end:]], 0
+        if rest := b"".join(pending):
+            yield rest
 
 
 def _from_text(name: str, kind: pl.DataType) -> pl.Expr:

@@ -153,7 +153,9 @@ def test_the_reader_holds_one_batch_while_the_database_streams(engine: sa.Engine
     """The first batch arrives while the query still runs: on PostgreSQL the COPY has not read every row yet."""
     tenant_id = create_tenant(engine, f"held export stream {new_id()}", is_test=True)
     today = utc_now().date()
-    template = held_rows(tenant_id, today, ["1"])[0]
+    # 60 days of quantities: some 20 MB of CSV, more than the socket's buffers hold.
+    template = {**held_rows(tenant_id, today, ["1.2345"])[0], "horizon_end_date": today + timedelta(days=58),
+                "quantities": orjson.dumps(["1.2345"] * 60).decode()}
     with engine.begin() as conn:
         conn.execute(sales_forecasts.insert(), [{**template, "sku_number": f"{n:06d}"} for n in range(30_000)])
     batches = sales_forecast_batches(engine, tenant_id, today=today, batch_rows=1_000)
