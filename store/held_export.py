@@ -163,18 +163,18 @@ def _postgres_csv_chunks(conn: sa.Connection, sql: str, parameters: dict[str, ob
     # psycopg merges the parameters into the statement client-side: COPY takes no bound parameters.
     with driver_connection(conn).cursor() as cursor, \
             cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT csv)", parameters) as copy:
-        pending: list[bytes] = []
+        pending = bytearray()
         lines = 0
-        for data in copy:  # the server sends a message per row: join them into large chunks
-            pending.append(bytes(data))
+        for data in copy:  # the server sends a message per row: gather them into large chunks
+            pending += data
             lines += 1
             if lines >= batch_rows:
-                chunk = b"".join(pending)
-                end = chunk.rindex(b"\n") + 1
-                yield chunk[:end]
-                pending, lines = [chunk[end:]], 0
-        if rest := b"".join(pending):
-            yield rest
+                end = pending.rindex(b"\n") + 1
+                yield bytes(pending[:end])
+                del pending[:end]
+                lines = 0
+        if pending:
+            yield bytes(pending)
 
 
 def _from_text(name: str, kind: pl.DataType) -> pl.Expr:
@@ -211,8 +211,11 @@ def _forecast_store() -> list[pl.Expr]:
 
 
 def _quantities() -> pl.Expr:
-    """The stored JSON array of canonical decimal strings as exact decimals."""
-    return pl.col("quantities").str.json_decode(pl.List(pl.String)).list.eval(pl.element().cast(_DECIMAL))
+    """The stored JSON array of canonical decimal strings (pipeline.apply.quantities_json: ["1.5","2"], nothing
+    escaped, no spaces) as exact decimals.
+    Split as text: twice as fast as decoding it as JSON, the largest cost of an export."""
+    items = pl.col("quantities").str.strip_chars("[]").str.replace_all('"', "", literal=True).str.split(",")
+    return items.list.eval(pl.element().cast(_DECIMAL))
 
 
 def _forecast_times() -> list[pl.Expr]:
