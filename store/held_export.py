@@ -3,9 +3,10 @@ and the tenant-wide exports streamed in record batches.
 
 Rows leave the database columnar and stay so: DuckDB hands its result over as an Arrow record batch reader;
 PostgreSQL streams `COPY (query) TO STDOUT` as CSV, which Polars parses a chunk at a time. Either way no Python
-object is made per row, and an export holds one chunk at a time, however many rows the tenant has. Polars then
-shapes a chunk into the contract's schema (the JSON text of the quantities decoded, decimals cast, the store
-number split into the retail and eCom columns).
+object is made per row, and an export holds one chunk at a time in Python, however many rows the tenant has
+(PostgreSQL reads the primary key's index in order; DuckDB sorts inside its own memory, spilling to disk when
+short). Polars then shapes a chunk into the contract's schema (the quantities' text split into exact decimals,
+the store number split into the retail and eCom columns).
 """
 
 from collections.abc import Callable, Generator, Iterator
