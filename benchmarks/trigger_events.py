@@ -7,12 +7,16 @@ rows (store.bulk.insert_rows of rows built beforehand) measured in the same run.
 
 The catalogue is benchmarks/catalogue_read.py's. Each call runs what the route runs (one transaction around
 events.outbox.assortment_events), in this process, so the figures leave HTTP out. No target is asserted: the
-issue's target is under a second per call.
+issue's target is under a second per call. Beside the wall time, the CPU time of this process and, when the
+PostgreSQL server runs on this machine, of its backend serving the call: on a shared machine the CPU figures are
+the steadier ones.
 """
 
 import argparse
+import os
 import statistics
 import time
+from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -31,11 +35,29 @@ from store.secrets import new_secret_key
 ROUNDS = 3
 
 
-def _timed(engine: sa.Engine, write) -> tuple[float, int]:
-    started = time.perf_counter()
-    with engine.begin() as conn:
-        count = write(conn)
-    return time.perf_counter() - started, count
+def _server_cpu_seconds(conn: sa.Connection) -> float | None:
+    """CPU time so far of the PostgreSQL backend serving conn, when it runs here (None on DuckDB or elsewhere)."""
+    if conn.dialect.name != "postgresql":
+        return None
+    stat = Path(f"/proc/{conn.scalar(sa.text('SELECT pg_backend_pid()'))}/stat")
+    if not stat.exists():
+        return None
+    fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, in clock ticks
+
+
+def _timed(engine: sa.Engine, write) -> tuple[float, float, float | None, int]:
+    """(wall seconds, this process's CPU seconds, the server backend's CPU seconds or None, rows written)."""
+    with engine.connect() as conn:
+        server_before = _server_cpu_seconds(conn)
+        conn.commit()
+        started, cpu_started = time.perf_counter(), time.process_time()
+        with conn.begin():
+            count = write(conn)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        server_after = _server_cpu_seconds(conn)
+    server = None if server_before is None or server_after is None else server_after - server_before
+    return wall, cpu, server, count
 
 
 def run(backend: str, database_url: str, folder) -> None:
@@ -64,13 +86,17 @@ def run(backend: str, database_url: str, folder) -> None:
                     conn.execute(event_outbox.delete().where(event_outbox.c.tenant_id == tenant))
                 bare_rows = [{**row, "event_id": new_id()} for row in bare_rows]
             rounds.append(_timed(engine, write))
-        figures[name] = (statistics.median(seconds for seconds, _ in rounds), rounds[0][1])
+        servers = [server for _, _, server, _ in rounds if server is not None]
+        figures[name] = (statistics.median(wall for wall, _, _, _ in rounds),
+                         statistics.median(cpu for _, cpu, _, _ in rounds),
+                         statistics.median(servers) if servers else None, rounds[0][3])
     engine.dispose()
     baseline = figures["bare insert_rows of 100,000 outbox rows (baseline)"][0]
-    print(f"[{backend}] median of {ROUNDS} calls, each one transaction:")
-    for name, (seconds, rows) in figures.items():
+    print(f"[{backend}] median of {ROUNDS} calls, each one transaction (load average {os.getloadavg()[0]:.1f}):")
+    for name, (seconds, cpu, server, rows) in figures.items():
+        server_cpu = f", server CPU {server:5.2f} s" if server is not None else ""
         print(f"[{backend}]   {name:52} {seconds:6.2f} s  {rows / seconds:9,.0f} rows/s  "
-              f"{seconds / baseline:5.2f}× the bare insert")
+              f"{seconds / baseline:5.2f}× the bare insert  (CPU {cpu:5.2f} s here{server_cpu})")
 
 
 def main() -> None:

@@ -4,9 +4,11 @@ Exit codes: 0 done; 1 a batch ended FAILED (or, for process, still waits for a r
 (unknown batch, not FAILED, ambiguous id, staged file gone).
 """
 
+import logging
 import signal
 import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -69,7 +71,7 @@ def worker() -> None:
 
 @click.group()
 def pipeline() -> None:
-    """Demand planning batches: status, processing, reruns."""
+    """Demand planning batches: status, processing, reruns; the audit of held data."""
 
 
 @pipeline.command()
@@ -133,6 +135,36 @@ def rerun(batch_id: str, tenant_id: str | None) -> None:
     click.echo(orjson.dumps({"batchId": row.batch_id, "progress": row.progress,
                              "errorMessage": row.error_message}).decode())
     sys.exit(1 if row.progress == FAILED else 0)
+
+
+@pipeline.command()
+@click.option("--tenant", "tenant_id", help="Audit this tenant only (default: every tenant).")
+def audit(tenant_id: str | None) -> None:
+    """Check held data against the data-quality contract, as JSON, with Data Docs under DATA_DIR/audit/.
+
+    Exit 0 when every expectation holds, 1 when one fails, 2 for an unknown tenant or none at all.
+    """
+    settings, engine, _ = _pipeline()
+    tenant_ids = [row.id for row in list_tenants(engine)]
+    if tenant_id is not None:
+        if tenant_id not in tenant_ids:
+            click.echo(f"no tenant {tenant_id}", err=True)
+            sys.exit(2)
+        tenant_ids = [tenant_id]
+    if not tenant_ids:
+        click.echo("no tenants: nothing to audit", err=True)
+        sys.exit(2)
+    # great-expectations takes seconds to import: only this command loads it. Its set-up logs at INFO, which
+    # the pia command's logging would otherwise print around the report.
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    from pipeline.audit import audit_held_data
+
+    report = audit_held_data(engine, tenant_ids, datetime.now(UTC).date(), settings.data_dir / "audit")
+    click.echo(orjson.dumps(report.summary, option=orjson.OPT_INDENT_2).decode())
+    failed = [outcome["name"] for outcome in report.summary["expectations"] if not outcome["success"]]
+    click.echo(f"{len(failed)} expectation(s) failed{': ' + ', '.join(failed) if failed else ''}; "
+               f"Data Docs: {report.summary['dataDocs']}", err=True)
+    sys.exit(0 if report.success else 1)
 
 
 @pipeline.command()

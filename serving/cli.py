@@ -1,22 +1,36 @@
 """The `pia` command: every role of the service, each room mounting its own commands."""
 
 import asyncio
+import importlib
 import logging
 import signal
 
 import click
 
-from events.bridge import run_bridge
-from pipeline.cli import pipeline, worker
-from serving.admin import admin
-from serving.demo import demo
-from serving.server import run
 from settings import Settings
-from store.engine import create_engine
-from store.migrate import current_revision, head_revision, upgrade
 
 
-@click.group()
+class RoomCommands(click.Group):
+    """A group whose subcommands, each room's own, are imported only when one is run or listed: `pia upload` on a
+    planner's laptop need not load the server, the pipeline and the event bridge first (seconds of start-up)."""
+
+    def __init__(self, *args, rooms: dict[str, str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.rooms = rooms  # command name -> "module:attribute"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.rooms])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.rooms:
+            return super().get_command(ctx, cmd_name)
+        module, attribute = self.rooms[cmd_name].split(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+@click.group(cls=RoomCommands, rooms={
+    "admin": "serving.admin:admin", "demo": "serving.demo:demo", "worker": "pipeline.cli:worker",
+    "pipeline": "pipeline.cli:pipeline", "upload": "client.cli:upload"})
 def main() -> None:
     """pia: the Public Integration API of the retail back office."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -30,6 +44,9 @@ def db() -> None:
 @db.command("upgrade")
 def db_upgrade() -> None:
     """Create the schema or migrate it to the newest revision, keeping the data."""
+    from store.engine import create_engine
+    from store.migrate import current_revision, upgrade
+
     engine = create_engine(Settings())
     before = current_revision(engine)
     upgrade(engine)
@@ -41,6 +58,10 @@ def db_upgrade() -> None:
 @click.option("--port", default=8080, show_default=True, type=int)
 def serve(host: str, port: int) -> None:
     """Serve the API (embedded DuckDB by default, PostgreSQL when PIA_DATABASE_URL names one)."""
+    from serving.server import run
+    from store.engine import create_engine
+    from store.migrate import current_revision, head_revision, upgrade
+
     settings = Settings()
     engine = create_engine(settings)
     if settings.is_embedded:
@@ -54,6 +75,10 @@ def serve(host: str, port: int) -> None:
 def bridge() -> None:
     """Deliver change events to each eCom store's destination until stopped (SIGTERM/SIGINT): from Kafka when
     PIA_KAFKA_BOOTSTRAP_SERVERS is set (run several: they share the partitions), else from the outbox."""
+    from events.bridge import run_bridge
+    from store.engine import create_engine
+    from store.migrate import current_revision, head_revision
+
     settings = Settings()
     engine = create_engine(settings)
     if current_revision(engine) != head_revision():
@@ -68,8 +93,3 @@ def bridge() -> None:
 
     asyncio.run(deliver_until_signalled())
 
-
-main.add_command(admin)
-main.add_command(demo)
-main.add_command(worker)
-main.add_command(pipeline)

@@ -69,13 +69,19 @@ def held_forecasts(tenant_id: str, *, retail_store_number: str | None = None, ec
     """The tenant's unexpired held forecasts (optionally of one store), unordered; the lists and exports read
     these."""
     forecasts = sales_forecasts
-    # Expired forecasts are purged, but until then they are no longer held as far as clients can tell.
-    query = sa.select(forecasts).where(forecasts.c.tenant_id == tenant_id, forecasts.c.horizon_end_date >= today)
+    query = unexpired_forecasts(tenant_id, today)
     if retail_store_number is not None:
         query = query.where(forecasts.c.is_ecom == sa.false(), forecasts.c.store_number == retail_store_number)
     if ecom_store_number is not None:
         query = query.where(forecasts.c.is_ecom == sa.true(), forecasts.c.store_number == ecom_store_number)
     return query.subquery("forecasts")
+
+
+def unexpired_forecasts(tenant_id: str, today: date) -> sa.Select:
+    """The tenant's held forecasts as clients see them (unordered): expired ones are purged, but until then they
+    are no longer held as far as clients can tell."""
+    forecasts = sales_forecasts
+    return sa.select(forecasts).where(forecasts.c.tenant_id == tenant_id, forecasts.c.horizon_end_date >= today)
 
 
 # --- replenishment parameters ---------------------------------------------------------------------------

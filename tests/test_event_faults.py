@@ -6,9 +6,10 @@ A writer keeps committing stock adjustments through the admin API (each one Inve
 1. one bridge is killed with SIGKILL (the other takes its partitions; a fresh one joins afterwards);
 2. the broker is away for OUTAGE_SECONDS (stopped only once the bridges have drained it and committed their
    offsets: the test broker keeps nothing across a restart, so the bridges are replaced with it);
-3. the receiver answers 503 for FAILING_SECONDS (the issue says a minute; 20 s keeps the module short, and at the
-   bridge's 1 s backoff cap it is still some twenty failed attempts per store);
-4. `pia serve` is killed with SIGKILL inside a back-office load that has written its events (ProductUpdated).
+3. the receiver answers 503 for FAILING_SECONDS, a minute as issue 9 asks (at the bridge's 1 s backoff cap, some
+   sixty failed attempts per store, none of them dead-lettering an event);
+4. `pia serve` is killed with SIGKILL inside a back-office load that has written its events (ProductUpdated),
+   while the destination's minute of failure goes on (the two overlap to keep the module shorter).
 After each, with the writer paused: every outbox row of the store was delivered, the receiver holds exactly the
 outbox's event ids (none of a rolled-back change), and an event that arrived twice arrived with the same eventId
 and message.
@@ -28,9 +29,9 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -50,12 +51,13 @@ from tests.conftest import free_port, wait_for
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 from tests.webhook_receiver import WebhookReceiver
 
+T = TypeVar("T")
 PIA = str(Path(sys.executable).parent / "pia")
 SECRET = "event faults webhook secret"
 PARTITIONS = 4
 SKU_NUMBERS = [f"S{n:02}" for n in range(16)]  # several keys, so the store's events spread over the partitions
 OUTAGE_SECONDS = 30  # as issue 9 asks
-FAILING_SECONDS = 20
+FAILING_SECONDS = 60  # as issue 9 asks
 PAUSE_LOCK = 4242  # the advisory lock the load's ProductUpdated insert waits for (fault 4)
 # Generous: the group notices a killed member only after its session timeout, and the relay's backoff after a
 # broker outage is up to 16 s (RELAY_RETRY, not a setting).
@@ -253,7 +255,7 @@ class Scene:
                     "PIA_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
                     "PIA_BRIDGE_RETRY_BASE_SECONDS": "0.05", "PIA_BRIDGE_RETRY_MAX_SECONDS": "1",
                     "PIA_RELAY_POLL_SECONDS": "1",
-                    # 20 s of 503 at ≤ 1 s apart must not dead-letter anything: nothing may be missing at the end.
+                    # 60 s of 503 at ≤ 1 s apart must not dead-letter anything: nothing may be missing at the end.
                     "PIA_BRIDGE_MAX_ATTEMPTS": "1000"}
         self.url = f"http://127.0.0.1:{free_port()}"
         self.services: list[Service] = []
@@ -269,7 +271,8 @@ class Scene:
         self.start("worker")
         self.bridges = [self.start("bridge") for _ in range(2)]
         # Both members in the group before the flow starts, so the partitions are shared from the start.
-        wait_for(lambda: all(bridge.assigned() for bridge in self.bridges), 60, "both bridges to get partitions")
+        # Generous: on a busy machine a `pia` process takes up to 20 s just to start.
+        wait_for(lambda: all(bridge.assigned() for bridge in self.bridges), 120, "both bridges to get partitions")
 
     def start(self, role: str, *args: str) -> Service:
         service = Service([role, *args], self.env, self.logs / f"{role}-{len(self.services)}.log")
@@ -337,8 +340,10 @@ def take_the_broker_away(scene: Scene) -> None:
     wait_for(lambda: consumer_group_caught_up(scene.kafka, scene.settings), 30, "the group's offsets committed")
     before = {row.event_id for row in outbox(scene.engine, scene.tenant_id)}
     # The test broker comes back empty and numbers its log from 0 again, which real Kafka (a durable log) never
-    # does: a bridge that lived through the restart would fetch the new log at its old positions and skip what
-    # lies below them. So the bridges go with the broker and new ones join the group when it is back.
+    # does, and it answers a fetch beyond its log end with nothing rather than OFFSET_OUT_OF_RANGE (Kafka's answer,
+    # on which the consumer resets): a bridge that lived through the restart keeps its old positions and skips what
+    # lies below them once the relay has refilled the log (tests/test_kafka_broker.py shows the broker's side).
+    # So the bridges go with the broker and new ones join the group when it is back.
     for bridge in scene.bridges:
         bridge.end(signal.SIGTERM)
     scene.kafka.stop()
@@ -360,20 +365,25 @@ def take_the_broker_away(scene: Scene) -> None:
     scene.writer.resume()
 
 
-def fail_the_destination_for_a_while(scene: Scene) -> None:
+def fail_the_destination_for_a_minute(scene: Scene) -> Callable[[Scene], None]:
+    """Start the minute of 503s and see the bridge fail; returns the check to run once it is over."""
     scene.receiver.fail_with(503, seconds=FAILING_SECONDS)
     attempts = scene.receiver.attempts
     scene.writer.writes(20)
     wait_for(lambda: scene.receiver.attempts > attempts + 3, 30, "failed attempts")
     failing = scene.delivery_state()
     assert failing["consecutiveFailures"] >= 1 and "503" in failing["lastError"]
-    scene.writer.writes(20)
-    scene.writer.pause()
-    duplicates = assert_nothing_lost(scene.engine, scene.tenant_id, scene.receiver)
-    state = scene.delivery_state()
-    assert (state["consecutiveFailures"], state["deadLetters"], state["backlog"]) == (0, 0, 0)
-    print(f"fault 3 (destination failing): {scene.receiver.attempts - attempts} attempts, {duplicates} duplicates")
-    scene.writer.resume()
+
+    def destination_recovered(scene: Scene) -> None:
+        scene.writer.pause()
+        duplicates = assert_nothing_lost(scene.engine, scene.tenant_id, scene.receiver)
+        state = scene.delivery_state()
+        assert (state["consecutiveFailures"], state["deadLetters"], state["backlog"]) == (0, 0, 0)
+        print(f"fault 3 (destination failing): {scene.receiver.attempts - attempts} attempts, {duplicates} "
+              "duplicates in all")
+        scene.writer.resume()
+
+    return destination_recovered
 
 
 PAUSE_PRODUCT_EVENTS = f"""
@@ -448,11 +458,22 @@ def kill_pia_serve_inside_a_load(scene: Scene) -> None:
           f"duplicates in all")
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 @pytest.mark.parametrize("backend", ["postgresql"])  # separate processes share the database
 def test_nothing_committed_is_lost_and_nothing_rolled_back_is_delivered(scene: Scene) -> None:
     scene.writer.start()
-    kill_a_bridge_mid_flow(scene)
-    take_the_broker_away(scene)
-    fail_the_destination_for_a_while(scene)
-    kill_pia_serve_inside_a_load(scene)
+    timed(kill_a_bridge_mid_flow, scene)
+    timed(take_the_broker_away, scene)
+    # The destination's minute of failure and the kill inside a load overlap: the kill needs no delivery, and its
+    # check (every committed event delivered, none of the rolled-back load) waits out the minute; then the
+    # destination's own (no failure left, nothing dead-lettered).
+    destination_recovered = timed(fail_the_destination_for_a_minute, scene)
+    timed(kill_pia_serve_inside_a_load, scene)
+    timed(destination_recovered, scene)
+
+
+def timed(fault: Callable[[Scene], T], scene: Scene) -> T:
+    started = time.monotonic()
+    result = fault(scene)
+    print(f"  {fault.__name__}: {time.monotonic() - started:.1f} s")
+    return result

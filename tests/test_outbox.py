@@ -10,6 +10,7 @@ import sqlalchemy as sa
 import store.backoffice
 from serving.demo_data import TEST_PRODUCTS, demo_document
 from store.backoffice import DocumentInvalid, load_document
+from store.ids import new_id, numbered_ids
 from store.schema import campaigns, ecom_stores, event_outbox, products, retail_stores, skus
 from store.tenants import create_tenant
 from tests.backoffice_documents import catalogue_document
@@ -234,3 +235,19 @@ def test_the_demo_catalogue_loads_again_without_an_event(engine: sa.Engine, tena
     assert {subject for _, subject, _ in first} >= {"ProductUpdated", "InventoryUpdated", "CampaignUpdated",
                                                     "RetailStoreUpdated", "BrandsUpdated"}
     assert load(engine, tenant, document) == set()
+
+
+def test_ids_numbered_in_sql_are_unique_uuidv7s_in_position_order(engine: sa.Engine) -> None:
+    """trigger_events numbers its rows' event ids in SQL (store.ids.numbered_ids): each a UUIDv7 string of the
+    canonical form, none twice, sorting as their positions do, after an id made before them and before one made
+    after them (in the same millisecond, most likely)."""
+    earlier = new_id()
+    positions = sa.values(sa.column("position", sa.Integer), name="positions").data(
+        [(position,) for position in range(1, 2001)])
+    with engine.connect() as conn:
+        numbered = conn.execute(sa.select(positions.c.position, numbered_ids(positions.c.position))).all()
+    later = new_id()
+    ids = [event_id for _, event_id in sorted(numbered)]
+    assert len(set(ids)) == len(ids) == 2000
+    assert all(str(uuid.UUID(event_id)) == event_id and uuid.UUID(event_id).version == 7 for event_id in ids)
+    assert sorted(ids) == ids and earlier < ids[0] and ids[-1] < later
