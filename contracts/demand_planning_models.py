@@ -226,3 +226,16 @@ class ReplenishmentParameterQuery(Paging):
     retailStoreNumber: str | None = Field(default=None, description="Only this retail store.")
     modifiedSince: str | None = Field(default=None, json_schema_extra={"format": "date-time"},
                                       description="Only lines modified after this instant (ISO 8601 with offset).")
+
+
+class SalesForecastExportQuery(Shape):
+    layout: Literal["horizon", "daily"] | None = Field(
+        default=None, description="horizon (default): a row per forecast with its quantities; daily: a row per "
+        "store, SKU and day.")
+
+
+# Words of the columnar answers (their bodies are Arrow or Parquet, described by the schemas of
+# contracts/held_datasets.py, not by JSON Schema).
+NEXT_CURSOR = {"X-Next-Cursor": "Arrow pages: pass as cursor for the next page; absent on the last."}
+HELD_EXPORT = ("An Arrow IPC stream (default) or, with Accept: application/vnd.apache.parquet, a Parquet file; "
+               "streamed in record batches.")

@@ -6,7 +6,10 @@ these schemas; field names are the JSON items' names. Quantities and parameter v
 (the store's DECIMAL(18,4)), days are dates and instants are UTC timestamps.
 """
 
+from collections.abc import Iterable, Iterator
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 PARQUET = "application/vnd.apache.parquet"
@@ -51,3 +54,41 @@ REPLENISHMENT_PARAMETERS = pa.schema([
     pa.field("locked", pa.bool_(), nullable=False),
     pa.field("modifiedTime", INSTANT, nullable=False),
 ])
+
+
+class _Chunks:
+    """A write-only file that keeps what is written until it is taken: the bytes of a stream as they are made."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def take(self) -> bytes:
+        data = b"".join(self._parts)
+        self._parts.clear()
+        return data
+
+
+def encoded(batches: Iterable[pa.RecordBatch], schema: pa.Schema, media_type: str) -> Iterator[bytes]:
+    """The batches as an Arrow IPC stream (ARROW_STREAM) or a Parquet file (PARQUET), a chunk per batch as it is
+    written; no batches make a stream of the schema alone (or a Parquet file without rows)."""
+    sink = _Chunks()
+    stream = pa.PythonFile(sink, mode="w")
+    writer = pa.ipc.new_stream(stream, schema) if media_type == ARROW_STREAM else pq.ParquetWriter(stream, schema)
+    with writer:
+        for batch in batches:
+            # Each batch is a row group of the Parquet file: its pages go out as soon as it is written.
+            writer.write_batch(batch)
+            if chunk := sink.take():
+                yield chunk
+    yield sink.take()

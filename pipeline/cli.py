@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 import orjson
@@ -16,10 +17,13 @@ import sqlalchemy as sa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from events.relay import run_relay
+from pipeline.export import export_held
 from pipeline.worker import Pipeline, run_supervised
 from settings import Settings
 from store.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, outcomes, requeue_failed
 from store.engine import create_engine
+from store.held_export import LAYOUTS, Layout
+from store.ids import utc_now
 from store.migrate import upgrade
 from store.order_processing import run_order_processor
 from store.tenants import list_tenants
@@ -161,3 +165,23 @@ def audit(tenant_id: str | None) -> None:
     click.echo(f"{len(failed)} expectation(s) failed{': ' + ', '.join(failed) if failed else ''}; "
                f"Data Docs: {report.summary['dataDocs']}", err=True)
     sys.exit(0 if report.success else 1)
+
+
+@pipeline.command()
+@click.argument("dataset", type=click.Choice(["forecasts", "parameters"]))
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The Parquet file to write (replaced when complete).")
+@click.option("--tenant", "tenant_id", help="Needed when the store holds several tenants.")
+@click.option("--layout", type=click.Choice(LAYOUTS), default="horizon", show_default=True,
+              help="forecasts: a row per forecast (horizon) or per store, SKU and day (daily).")
+def export(dataset: str, out: Path, tenant_id: str | None, layout: Layout) -> None:
+    """Write a tenant's held forecasts or replenishment parameters to Parquet, in the columnar reads' schema."""
+    _, engine, _ = _pipeline()
+    tenants = [row.id for row in list_tenants(engine) if tenant_id in (None, row.id)]
+    if len(tenants) != 1:
+        click.echo(f"{'no tenant ' + tenant_id if tenant_id else 'several tenants'}; name one with --tenant "
+                   "(pia admin list-tenants)", err=True)
+        sys.exit(2)
+    rows = export_held(engine, tenants[0], dataset, out, today=utc_now().date(), layout=layout)
+    click.echo(orjson.dumps({"tenantId": tenants[0], "dataset": dataset, "layout": layout, "rows": rows,
+                             "out": str(out)}).decode())

@@ -36,6 +36,7 @@ from serving.protection import protected_scope
 
 T = TypeVar("T", bound=Callable[..., Any])
 _MEDIA_TYPES_ATTRIBUTE = "_pia_request_media_types"
+_ALSO_ANSWERS_ATTRIBUTE = "_pia_also_answers"
 # A request model with this class attribute set documents its body as optional (every field is optional too).
 OPTIONAL_BODY = "optional_body"
 # A response model with this class attribute set is sent as that media type instead of JSON (the metrics text).
@@ -63,6 +64,18 @@ def also_accepts(*media_types: str) -> Callable[[T], T]:
 
     def decorator(func: T) -> T:
         setattr(func, _MEDIA_TYPES_ATTRIBUTE, media_types)
+        return func
+
+    return decorator
+
+
+def also_answers(*media_types: str, headers: dict[str, str] | None = None,
+                 description: str = "") -> Callable[[T], T]:
+    """The 200 answer may also come as these binary media types (Arrow, Parquet), chosen by the Accept header,
+    with these optional headers (name → description). Without a documented 200, this is the 200."""
+
+    def decorator(func: T) -> T:
+        setattr(func, _ALSO_ANSWERS_ATTRIBUTE, (media_types, headers or {}, description))
         return func
 
     return decorator
@@ -192,6 +205,13 @@ class ContractProvider(OpenAPIProvider):
             schema = next(iter(content.values()))["schema"]
             content.update({media_type: {"schema": schema} for media_type in media_types})
         responses: dict[str, Any] = {str(status): answer for status, answer in operation["responses"].items()}
+        if also := getattr(func, _ALSO_ANSWERS_ATTRIBUTE, None):
+            media_types, headers, description = also
+            success = responses.setdefault("200", {"description": description, "content": {}})
+            # A binary body: no JSON Schema describes it (OpenAPI 3.1 leaves the schema out).
+            success["content"].update({media_type: {} for media_type in media_types})
+            success.setdefault("headers", {}).update(
+                {name: _header(text, required=False) for name, text in headers.items()})
         errors = dict(words.PROTECTED_ERRORS) if scope else {}
         errors[500] = words.SERVER_ERROR
         for status, description in errors.items():

@@ -5,7 +5,6 @@ that fetches at most the page, the row after it in the same store, and the first
 enough to cut the page at the store boundary and to tell whether rows follow, without reading further.
 """
 
-from collections.abc import Sequence
 from dataclasses import asdict, astuple, dataclass, fields
 from datetime import date, datetime
 from typing import Any, Generic, NamedTuple, Self, TypeVar
@@ -60,13 +59,22 @@ def sales_forecast_page(engine: sa.Engine, tenant_id: str, *, retail_store_numbe
                         ecom_store_number: str | None, after: ForecastKey | None, limit: int,
                         today: date) -> Page[ForecastKey]:
     """Unexpired held forecasts: retail stores first, then eCom stores; by store number, then SKU number."""
+    rows = held_forecasts(tenant_id, retail_store_number=retail_store_number,
+                          ecom_store_number=ecom_store_number, today=today)
+    return _read_page(engine, rows, ForecastKey, after, limit)
+
+
+def held_forecasts(tenant_id: str, *, retail_store_number: str | None = None, ecom_store_number: str | None = None,
+                   today: date) -> sa.Subquery:
+    """The tenant's unexpired held forecasts (optionally of one store), unordered; the lists and exports read
+    these."""
     forecasts = sales_forecasts
     query = unexpired_forecasts(tenant_id, today)
     if retail_store_number is not None:
         query = query.where(forecasts.c.is_ecom == sa.false(), forecasts.c.store_number == retail_store_number)
     if ecom_store_number is not None:
         query = query.where(forecasts.c.is_ecom == sa.true(), forecasts.c.store_number == ecom_store_number)
-    return _read_page(engine, query.subquery("forecasts"), ForecastKey, after, limit)
+    return query.subquery("forecasts")
 
 
 def unexpired_forecasts(tenant_id: str, today: date) -> sa.Select:
@@ -103,7 +111,16 @@ def replenishment_parameter_page(engine: sa.Engine, tenant_id: str, *, retail_st
                                  modified_since: datetime | None, after: ParameterKey | None,
                                  limit: int) -> Page[ParameterKey]:
     """The values in use per retail store and SKU of its assortment, by store number, then SKU number."""
-    stores = _parameter_stores(tenant_id, retail_store_number, after, windowed=modified_since is None)
+    rows = held_parameters(tenant_id, retail_store_number=retail_store_number, modified_since=modified_since,
+                           after=after, windowed=modified_since is None)
+    return _read_page(engine, rows, ParameterKey, after, limit)
+
+
+def held_parameters(tenant_id: str, *, retail_store_number: str | None = None, modified_since: datetime | None = None,
+                    after: ParameterKey | None = None, windowed: bool = False) -> sa.CTE:
+    """The parameters in use (columns named after ParameterKey's and _VALUES), unordered: of the stores from
+    the key's on, or with `windowed` only of the few stores a page after the key can draw on."""
+    stores = _parameter_stores(tenant_id, retail_store_number, after, windowed=windowed)
     lines = _store_lines(tenant_id, stores, modified_since)
 
     def in_use(column: str) -> sa.ColumnElement[Any]:
@@ -115,8 +132,8 @@ def replenishment_parameter_page(engine: sa.Engine, tenant_id: str, *, retail_st
                       lines.c.locked)
     if modified_since is not None:
         query = query.where(in_use("modified_time") > modified_since)
-    # A CTE, so PostgreSQL resolves the window's stores once for the three reads of _read_page.
-    return _read_page(engine, query.cte("parameters"), ParameterKey, after, limit)
+    # A CTE, so PostgreSQL resolves the window's stores once for the three reads of a page.
+    return query.cte("parameters")
 
 
 def _parameter_stores(tenant_id: str, retail_store_number: str | None, after: ParameterKey | None, *,
@@ -195,34 +212,43 @@ def _store_lines(tenant_id: str, stores: sa.CTE, modified_since: datetime | None
 
 def _read_page(engine: sa.Engine, rows: sa.FromClause, key_type: type[KeyT], after: KeyT | None,
                limit: int) -> Page[KeyT]:
-    """The page of `rows` (tenant and filters applied) after the key, cut at the store boundary and the limit.
-
-    The key's fields name the columns the rows are ordered by: the store's, then the SKU number.
-    """
-    if limit < 1:
-        raise ValueError("a page holds at least one row")
-    names = [field.name for field in fields(key_type)]
-    if after is not None:
-        rows = sa.select(rows).where(sa.tuple_(*(rows.c[name] for name in names))
-                                     > sa.tuple_(*(sa.literal(value) for value in astuple(after)))).subquery()
-    fetched = _fetch(engine, rows, names, limit)
+    """The page of `rows` (tenant and filters applied) after the key, cut at the store boundary and the limit."""
+    with engine.connect() as conn:
+        fetched = list(conn.execute(page_query(rows, key_type, after, limit)))
+    names = key_names(key_type)
 
     def store_of(row: sa.Row) -> tuple[Any, ...]:
         return tuple(row._mapping[name] for name in names[:-1])
 
-    page = [row for row in fetched[:limit] if store_of(row) == store_of(fetched[0])]
-    # Having fetched a row beyond the page means more rows follow.
-    more = len(fetched) > len(page)
-    return Page(page,
-                key_type(**{name: page[-1]._mapping[name] for name in names}) if more else None)
+    length = page_length(limit, sum(1 for row in fetched if store_of(row) == store_of(fetched[0])))
+    more = len(fetched) > length
+    return Page(fetched[:length],
+                key_type(**{name: fetched[length - 1]._mapping[name] for name in names}) if more else None)
 
 
-def _fetch(engine: sa.Engine, rows: sa.FromClause, names: Sequence[str], limit: int) -> list[sa.Row]:
-    """In key order: up to limit + 1 rows of the first store, then the first row of the next store.
+def key_names(key_type: type[PageKey]) -> list[str]:
+    """The columns a page key is made of, which its rows are ordered by: the store's, then the SKU number."""
+    return [field.name for field in fields(key_type)]  # type: ignore[arg-type]
+
+
+def page_length(limit: int, first_store_rows: int) -> int:
+    """How many of the rows page_query fetched make the page: those of the first store, up to the limit.
+    Any row fetched beyond them means more rows follow."""
+    return min(limit, first_store_rows)
+
+
+def page_query(rows: sa.FromClause, key_type: type[PageKey], after: PageKey | None, limit: int) -> sa.Select:
+    """In key order, after the key: up to limit + 1 rows of the first store, then the first row of the next store.
 
     Fetching just these, rather than limit + 1 rows in key order, keeps the rows of further stores off the
     wire when stores are small.
     """
+    if limit < 1:
+        raise ValueError("a page holds at least one row")
+    names = key_names(key_type)
+    if after is not None:
+        rows = sa.select(rows).where(sa.tuple_(*(rows.c[name] for name in names))
+                                     > sa.tuple_(*(sa.literal(value) for value in astuple(after)))).subquery()
     key = [rows.c[name] for name in names]
     store_columns = key[:-1]
     # The first store, found once; read through scalar subqueries, which PostgreSQL computes up front, so the
@@ -233,5 +259,4 @@ def _fetch(engine: sa.Engine, rows: sa.FromClause, names: Sequence[str], limit: 
     after_head = sa.select(rows).where(sa.tuple_(*store_columns) > sa.tuple_(*head))
     both = sa.union_all(sa.select(in_head.order_by(*key).limit(limit + 1).subquery()),
                         sa.select(after_head.order_by(*key).limit(1).subquery())).subquery("page")
-    with engine.connect() as conn:
-        return list(conn.execute(sa.select(both).order_by(*(both.c[name] for name in names))))
+    return sa.select(both).order_by(*(both.c[name] for name in names))

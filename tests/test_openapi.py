@@ -14,6 +14,7 @@ from quart import Blueprint, Quart
 from quart_schema import document_request, document_response
 
 from contracts.errors import InvalidRequest
+from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER, PARQUET
 from contracts.models import Error, InvalidRequestError
 from serving.app import create_app
 from serving.openapi import attach_openapi, openapi_json
@@ -206,6 +207,37 @@ def test_protected_reads_and_errors_answer_as_documented(http: httpx.Client, doc
     for (path, method, who), status in expected.items():
         response = http.request(method, path, headers=headers[who])
         assert response.status_code == status, (path, method, response.text)
+        assert_response_matches(document, response)
+
+
+def test_columnar_answers_are_documented_and_answer_as_documented(http: httpx.Client, document: dict,
+                                                                 shared_world: dict, cached_token) -> None:
+    planning = f"/v1/tenants/{shared_world['id']}/demand_planning"
+    paths = document["paths"]
+    prefix = "/v1/tenants/{tenantId}/demand_planning"
+    for collection in ("sales_forecasts", "replenishment_parameters"):
+        success = paths[f"{prefix}/{collection}"]["get"]["responses"]["200"]
+        assert set(success["content"]) == {"application/json", ARROW_STREAM}
+        assert success["headers"][NEXT_CURSOR_HEADER]["required"] is False
+        export = paths[f"{prefix}/{collection}/export"]["get"]
+        assert set(export["responses"]["200"]["content"]) == {ARROW_STREAM, PARQUET}
+        assert export["security"] == [{"OAuth2": ["demand_planning"]}, {"BearerAuth": []}]
+    layout = next(parameter for parameter in paths[f"{prefix}/sales_forecasts/export"]["get"]["parameters"]
+                  if parameter["name"] == "layout")
+    assert layout["in"] == "query" and layout["schema"]["enum"] == ["horizon", "daily"]
+
+    token = bearer(cached_token(shared_world, client_of(shared_world, "demand_planning")))
+    arrow, parquet = {**token, "Accept": ARROW_STREAM}, {**token, "Accept": PARQUET}
+    expected = [(f"{planning}/sales_forecasts?limit=2", arrow, 200),
+                (f"{planning}/replenishment_parameters?limit=2", arrow, 200),
+                (f"{planning}/sales_forecasts/export?layout=daily", arrow, 200),
+                (f"{planning}/sales_forecasts/export", parquet, 200),
+                (f"{planning}/replenishment_parameters/export", parquet, 200),
+                (f"{planning}/sales_forecasts/export?layout=wide", arrow, 400),
+                (f"{planning}/replenishment_parameters/export", {}, 401)]
+    for path, headers, status in expected:
+        response = http.get(path, headers=headers)
+        assert response.status_code == status, (path, response.text)
         assert_response_matches(document, response)
 
 

@@ -1,15 +1,18 @@
 """Demand planning scope: /v1/tenants/{tenantId}/demand_planning/…"""
 
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Generator
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
 from quart import Blueprint, Response, g, request
 from quart_schema import document_headers, document_querystring, document_request, document_response
 
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.demand_planning_models import (
+    HELD_EXPORT,
+    NEXT_CURSOR,
     BatchIdReused,
     BatchLocation,
     BatchNotFound,
@@ -21,6 +24,7 @@ from contracts.demand_planning_models import (
     ReplenishmentParameterQuery,
     RetryAfter,
     SalesForecastBatch,
+    SalesForecastExportQuery,
     SalesForecastPage,
     SalesForecastQuery,
     UnsupportedUpload,
@@ -30,12 +34,22 @@ from contracts.demand_planning_models import (
     UploadTooLarge,
 )
 from contracts.errors import NotFound, ValidationFailed
+from contracts.held_datasets import (
+    ARROW_STREAM,
+    NEXT_CURSOR_HEADER,
+    PARQUET,
+    REPLENISHMENT_PARAMETERS,
+    SALES_FORECAST_DAYS,
+    SALES_FORECASTS,
+    encoded,
+)
 from contracts.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, published_limits
 from contracts.models import Items
 from contracts.stores import EcomStore, RetailStore
 from ingest.accept import accept_upload, canonical_batch_id
 from ingest.body import check_media_type
 from serving.jsonio import blocking, json_response
+from serving.openapi import also_answers
 from serving.paging import decode_cursor, encode_cursor
 from serving.protection import protect
 from serving.rendering import batch_status, held_forecast, held_parameter
@@ -43,6 +57,14 @@ from serving.routes.stores import ecom_store_json, retail_store_json
 from serving.services import services
 from store.batches import get_batch
 from store.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
+from store.held_export import (
+    LAYOUTS,
+    ArrowPage,
+    replenishment_parameter_arrow_page,
+    replenishment_parameter_batches,
+    sales_forecast_arrow_page,
+    sales_forecast_batches,
+)
 from store.ids import utc_now
 from store.reference import list_ecom_stores, list_retail_stores
 
@@ -191,19 +213,38 @@ def _page_response(items: list[dict[str, Any]], next_key: Any) -> Response:
     return json_response({"items": items, "nextCursor": encode_cursor(next_key)})
 
 
+def _wants_arrow() -> bool:
+    """Whether the Accept header prefers an Arrow page to JSON (JSON when it does not say, or says */*)."""
+    return request.accept_mimetypes.best_match(["application/json", ARROW_STREAM]) == ARROW_STREAM
+
+
+def _arrow_page_response(page: ArrowPage) -> Response:
+    cursor = encode_cursor(page.next)
+    return Response(b"".join(encoded(page.table.to_batches(), page.table.schema, ARROW_STREAM)),
+                    content_type=ARROW_STREAM, headers={NEXT_CURSOR_HEADER: cursor} if cursor else None)
+
+
 @blueprint.get("/sales_forecasts")
 @document_querystring(SalesForecastQuery)
 @document_response(SalesForecastPage, 200)
+@also_answers(ARROW_STREAM, headers=NEXT_CURSOR)
 @document_response(QueryRefused, 400)
 async def sales_forecasts(tenantId: str) -> Response:
-    """Held sales forecasts, retail stores first, a page never spanning two stores."""
+    """Held sales forecasts, retail stores first, a page never spanning two stores.
+
+    With Accept: application/vnd.apache.arrow.stream the page is an Arrow IPC stream (schema SALES_FORECASTS of
+    the Python client) and the next page's cursor is in X-Next-Cursor.
+    """
     retail, ecom = request.args.get("retailStoreNumber"), request.args.get("ecomStoreNumber")
     if retail is not None and ecom is not None:
         raise _query_error("ecomStoreNumber", "STORE_KEY_SHAPE",
                            "Filter by retailStoreNumber or by ecomStoreNumber, not both.")
     limit, after = _limit(), _cursor(ForecastKey.from_dict)
-    page = await blocking(sales_forecast_page, services().engine, tenantId, retail_store_number=retail,
-                          ecom_store_number=ecom, after=after, limit=limit, today=utc_now().date())
+    query = {"retail_store_number": retail, "ecom_store_number": ecom, "after": after, "limit": limit,
+             "today": utc_now().date()}
+    if _wants_arrow():
+        return _arrow_page_response(await blocking(sales_forecast_arrow_page, services().engine, tenantId, **query))
+    page = await blocking(sales_forecast_page, services().engine, tenantId, **query)
     return _page_response([held_forecast(row) for row in page.rows], page.next)
 
 
@@ -225,11 +266,70 @@ def _modified_since() -> datetime | None:
 @blueprint.get("/replenishment_parameters")
 @document_querystring(ReplenishmentParameterQuery)
 @document_response(ReplenishmentParameterPage, 200)
+@also_answers(ARROW_STREAM, headers=NEXT_CURSOR)
 @document_response(QueryRefused, 400)
 async def replenishment_parameters(tenantId: str) -> Response:
-    """Replenishment parameters in use, resolved store-specific, local, base."""
+    """Replenishment parameters in use, resolved store-specific, local, base.
+
+    With Accept: application/vnd.apache.arrow.stream the page is an Arrow IPC stream (schema
+    REPLENISHMENT_PARAMETERS of the Python client) and the next page's cursor is in X-Next-Cursor.
+    """
     limit, after, since = _limit(), _cursor(ParameterKey.from_dict), _modified_since()
-    page = await blocking(replenishment_parameter_page, services().engine, tenantId,
-                          retail_store_number=request.args.get("retailStoreNumber"), modified_since=since,
-                          after=after, limit=limit)
+    query = {"retail_store_number": request.args.get("retailStoreNumber"), "modified_since": since,
+             "after": after, "limit": limit}
+    if _wants_arrow():
+        return _arrow_page_response(await blocking(replenishment_parameter_arrow_page, services().engine, tenantId,
+                                                   **query))
+    page = await blocking(replenishment_parameter_page, services().engine, tenantId, **query)
     return _page_response([held_parameter(row) for row in page.rows], page.next)
+
+
+# Exports
+
+
+def _export_media_type() -> str:
+    """Parquet when the Accept header prefers it to an Arrow stream; else (no header, */*) the Arrow stream."""
+    best = request.accept_mimetypes.best_match([ARROW_STREAM, PARQUET])
+    return PARQUET if best == PARQUET else ARROW_STREAM
+
+
+def _export_response(batches: Generator[pa.RecordBatch, None, None], schema: pa.Schema) -> Response:
+    """The batches streamed as they are read, each read and encoded off the event loop."""
+    media_type = _export_media_type()
+    chunks = encoded(batches, schema, media_type)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            while (chunk := await blocking(next, chunks, None)) is not None:
+                yield chunk
+        finally:
+            # Also when the client goes away mid-stream: releases the database connection the read holds.
+            await blocking(chunks.close)
+            await blocking(batches.close)
+
+    return Response(body(), content_type=media_type)
+
+
+@blueprint.get("/sales_forecasts/export")
+@document_querystring(SalesForecastExportQuery)
+@also_answers(ARROW_STREAM, PARQUET, description=HELD_EXPORT)
+@document_response(QueryRefused, 400)
+async def export_sales_forecasts(tenantId: str) -> Response:
+    """Every held sales forecast of the tenant, streamed as Arrow (default) or Parquet, by store then SKU.
+
+    layout=horizon: a row per forecast (schema SALES_FORECASTS); layout=daily: a row per store, SKU and day
+    (schema SALES_FORECAST_DAYS). Expired forecasts are left out, as in the list.
+    """
+    layout = request.args.get("layout", "horizon")
+    if layout not in LAYOUTS:
+        raise _query_error("layout", "INVALID_VALUE", f"layout must be one of {', '.join(LAYOUTS)}.")
+    batches = sales_forecast_batches(services().engine, tenantId, today=utc_now().date(), layout=layout)
+    return _export_response(batches, SALES_FORECASTS if layout == "horizon" else SALES_FORECAST_DAYS)
+
+
+@blueprint.get("/replenishment_parameters/export")
+@also_answers(ARROW_STREAM, PARQUET, description=HELD_EXPORT)
+async def export_replenishment_parameters(tenantId: str) -> Response:
+    """Every replenishment parameter in use of the tenant (schema REPLENISHMENT_PARAMETERS), streamed as Arrow
+    (default) or Parquet, by store then SKU."""
+    return _export_response(replenishment_parameter_batches(services().engine, tenantId), REPLENISHMENT_PARAMETERS)

@@ -1,0 +1,159 @@
+"""Reading 1,000,000 held forecasts over HTTP (issue 10 point 3): JSON pages vs Arrow pages vs the Arrow export,
+in the same run against the same server.
+
+    uv run python -m benchmarks.held_reads --backend postgresql   # the server of PIA_TEST_POSTGRES_URL
+    uv run python -m benchmarks.held_reads --backend duckdb
+
+The forecasts (200 stores × 5,000 SKUs, 28 days each) are written in bulk (Arrow → DuckDB, COPY → PostgreSQL,
+through store/bulk.py), not through the API. The server is `pia` in a process of its own (as
+benchmarks/request_overhead.py starts it); one client reads everything, page after page with `limit=5000`,
+decoding each answer as a client would (JSON into dicts, Arrow into a table), or the export as one stream.
+Printed: rows/s, CPU seconds of the server and of the client per million rows, and the ratio to JSON pages.
+Target: Arrow at least 10× faster than JSON.
+"""
+
+import argparse
+import os
+import signal
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import orjson
+import pyarrow as pa
+import sqlalchemy as sa
+
+from benchmarks.databases import backend_database
+from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
+from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER
+from serving.admin import issue_client
+from settings import Settings
+from store.bulk import staged
+from store.clients import DEMAND_PLANNING_PERMISSION, update_client
+from store.engine import create_engine
+from store.ids import new_id, utc_now
+from store.migrate import upgrade
+from store.schema import sales_forecasts
+from store.secrets import new_secret_key
+from store.tenants import create_tenant
+
+STORES, SKUS_PER_STORE, DAYS = 200, 5_000, 28
+PAGE = 5_000
+
+
+def seed(settings: Settings, stores: int) -> tuple[str, str, str]:
+    """A tenant holding stores × 5,000 forecasts, and a demand planning client with the permission."""
+    engine = create_engine(settings)
+    upgrade(engine)
+    tenant_id = create_tenant(engine, "held reads benchmark", is_test=True)
+    count, now = stores * SKUS_PER_STORE, utc_now()
+    quantities = [orjson.dumps([f"{(row + day) % 97}.25" for day in range(DAYS)]).decode() for row in range(997)]
+    start = now.date() - timedelta(days=1)
+    rows = pa.table({
+        "tenant_id": [tenant_id] * count, "is_ecom": [False] * count,
+        "store_number": [f"{1000 + row // SKUS_PER_STORE}" for row in range(count)],
+        "sku_number": [f"{100000 + row % SKUS_PER_STORE}" for row in range(count)],
+        "horizon_start_date": pa.array([start] * count, pa.date32()),
+        "horizon_end_date": pa.array([start + timedelta(days=DAYS - 1)] * count, pa.date32()),
+        "quantities": [quantities[row % len(quantities)] for row in range(count)],
+        "generated_at": pa.array([now] * count, pa.timestamp("us", "UTC")),
+        "modified_time": pa.array([now] * count, pa.timestamp("us", "UTC")),
+        "batch_id": [new_id()] * count})
+    names = ", ".join(rows.column_names)
+    with engine.begin() as conn, staged(conn, rows) as source:
+        conn.execute(sa.text(f"INSERT INTO {sales_forecasts.name} ({names}) SELECT {names} FROM {source}"))
+    if engine.dialect.name == "postgresql":  # fresh statistics, as autovacuum would gather soon after a load
+        with engine.begin() as conn:
+            conn.execute(sa.text("ANALYZE"))
+    client_id, secret = issue_client(engine, tenant_id, "benchmark", "demand_planning", None,
+                                     (DEMAND_PLANNING_PERMISSION,))
+    update_client(engine, tenant_id, client_id, rate_limit_per_minute=UNREACHABLE_RATE_LIMIT)
+    engine.dispose()  # the DuckDB file belongs to the server process from here on
+    return tenant_id, client_id, secret
+
+
+def json_pages(http: httpx.Client, url: str) -> int:
+    rows, cursor = 0, None
+    while True:
+        body = http.get(url, params={"limit": PAGE, **({"cursor": cursor} if cursor else {})}).json()
+        rows += len(body["items"])
+        if (cursor := body["nextCursor"]) is None:
+            return rows
+
+
+def arrow_pages(http: httpx.Client, url: str) -> int:
+    rows, cursor = 0, None
+    while True:
+        response = http.get(url, params={"limit": PAGE, **({"cursor": cursor} if cursor else {})},
+                            headers={"Accept": ARROW_STREAM})
+        rows += pa.ipc.open_stream(response.content).read_all().num_rows
+        if (cursor := response.headers.get(NEXT_CURSOR_HEADER)) is None:
+            return rows
+
+
+def arrow_export(http: httpx.Client, url: str) -> int:
+    with http.stream("GET", f"{url}/export", headers={"Accept": ARROW_STREAM}) as response:
+        return pa.ipc.open_stream(b"".join(response.iter_bytes())).read_all().num_rows
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(backend: str, database_url: str, data_dir: Path, stores: int) -> None:
+    secret_key = os.environ.get("PIA_SECRET_KEY") or new_secret_key()  # PostgreSQL requires one
+    settings = Settings(data_dir=data_dir, database_url=database_url, secret_key=secret_key)
+    started = time.perf_counter()
+    tenant_id, client_id, secret = seed(settings, stores)
+    expected = stores * SKUS_PER_STORE
+    print(f"[{backend}] seeded {expected:,} held forecasts ({DAYS} days each) in "
+          f"{time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+          flush=True)
+    env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": database_url,
+           "PIA_SECRET_KEY": secret_key}
+    port = 19500 + os.getpid() % 400
+    server = _start("pia", port, env)
+    readers: dict[str, Callable[[httpx.Client, str], int]] = {
+        "JSON pages (limit 5000)": json_pages, "Arrow pages (limit 5000)": arrow_pages,
+        "Arrow export (one stream)": arrow_export}
+    figures: dict[str, tuple[float, float, float]] = {}
+    try:
+        base = f"http://127.0.0.1:{port}"
+        token = httpx.post(f"{base}/oauth2/token", auth=(client_id, secret), data={
+            "grant_type": "client_credentials", "tenant_id": tenant_id}).json()["access_token"]
+        url = f"/v1/tenants/{tenant_id}/demand_planning/sales_forecasts"
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
+            for name, read in readers.items():
+                server_cpu, client_cpu, wall = _cpu_seconds(server.pid), time.process_time(), time.perf_counter()
+                rows = read(http, url)
+                figures[name] = (time.perf_counter() - wall, _cpu_seconds(server.pid) - server_cpu,
+                                 time.process_time() - client_cpu)
+                assert rows == expected, (name, rows)
+                print(f"[{backend}]   {name:27} {rows / figures[name][0]:10,.0f} rows/s  "
+                      f"{figures[name][0]:6.1f} s  CPU per 1M rows: server {figures[name][1] * 1e6 / rows:5.1f} s, "
+                      f"client {figures[name][2] * 1e6 / rows:5.1f} s", flush=True)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    baseline = figures["JSON pages (limit 5000)"]
+    for name, (wall, server_cpu, _) in list(figures.items())[1:]:
+        print(f"[{backend}] {name}: {baseline[0] / wall:.1f}× faster than JSON pages by wall time "
+              f"({baseline[1] / server_cpu:.1f}× less server CPU); target ≥ 10×")
+    print(f"[{backend}] load average after the run {os.getloadavg()[0]:.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["duckdb", "postgresql"], default="postgresql")
+    parser.add_argument("--stores", type=int, default=STORES, help="stores of 5,000 forecasts each (200: 1M)")
+    args = parser.parse_args()
+    with backend_database(args.backend) as (database_url, folder):
+        run(args.backend, database_url, folder, args.stores)
+
+
+if __name__ == "__main__":
+    main()
