@@ -1,4 +1,14 @@
 """The Python client of pia's public API, for planning partners, analysts and our own tools (`pia upload`).
 
-It speaks HTTP only and imports nothing of ours but `contracts`: it works against any pia server.
+It speaks HTTP only and imports nothing of ours but `contracts` (and `settings`, for the command line's
+environment defaults): it works against any pia server.
+
+- `tokens`: credentials, and the access token cached until shortly before it expires
+- `retries`: SPEC's retry guidance as a tenacity policy
+- `api`: `PiaClient` (sync) and `AsyncPiaClient` (async) over httpx: uploads, batch status, paging iterators,
+  held data and exports as Polars DataFrames
+- `frames`: Arrow or JSON pages into DataFrames of the schemas in contracts/held_datasets.py
+- `upload_file`: a planner's CSV or Parquet file read and checked, by row number, into items
+- `upload`: the items into batches with deterministic ids, sent, and followed to their final state
+- `cli`: the `pia upload` command
 """

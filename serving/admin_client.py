@@ -1,12 +1,15 @@
 """`pia admin` against a running server: an admin-scope token from the token endpoint, then the admin API."""
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+
+from client.tokens import Credentials, TokenCache, token_request
+from client.tokens import CredentialsMissing as CredentialsMissing  # pia admin's commands catch it from here
+from client.tokens import credentials_from_file as credentials_of_scope
 
 # httpx logs every request at INFO; the command's output is its JSON answer (stdout) or error body (stderr).
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -20,41 +23,25 @@ class AdminCallFailed(Exception):
         self.status, self.body = status, body
 
 
-class CredentialsMissing(ValueError):
-    """No admin-scope client could be found for the tenant."""
-
-
-@dataclass(frozen=True)
-class AdminCredentials:
-    client_id: str
-    client_secret: str = field(repr=False)
+# The admin client is one API client like the others: its credentials and token come from client/tokens.py.
+AdminCredentials = Credentials
 
 
 def credentials_from_file(path: Path, tenant_id: str) -> AdminCredentials:
-    """The admin client in a credentials file: `pia demo`'s demo-credentials.json (the tenant's client of
-    scope admin), or one client's `{"clientId","clientSecret"}` as `pia admin create-client` prints it."""
-    content = orjson.loads(path.read_bytes())
-    if "tenants" in content:
-        tenant = next((t for t in content["tenants"] if t.get("id") == tenant_id), None)
-        if tenant is None:
-            raise CredentialsMissing(f"{path} holds no tenant {tenant_id}")
-        admin = next((c for c in tenant.get("clients", []) if c.get("scope") == "admin"), None)
-        if admin is None:
-            raise CredentialsMissing(f"{path} holds no admin-scope client of tenant {tenant_id}")
-        return AdminCredentials(admin["clientId"], admin["clientSecret"])
-    if not content.get("clientId") or not content.get("clientSecret"):
-        raise CredentialsMissing(f"{path} has neither tenants nor clientId and clientSecret")
-    return AdminCredentials(content["clientId"], content["clientSecret"])
+    """The admin client in demo-credentials.json (the tenant's client of scope admin) or in one client's
+    `{"clientId","clientSecret"}` as `pia admin create-client` prints it."""
+    return credentials_of_scope(path, tenant_id, "admin")
 
 
 class AdminClient:
-    """One tenant's admin API at `base_url`; the token is fetched at the first call."""
+    """One tenant's admin API at `base_url`; the token is fetched at the first call and renewed shortly before it
+    expires."""
 
     def __init__(self, base_url: str, tenant_id: str, credentials: AdminCredentials, timeout: float = 300) -> None:
         self._tenant_id = tenant_id
         self._credentials = credentials
         self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout)
-        self._token: str | None = None
+        self._tokens = TokenCache()
 
     def __enter__(self) -> "AdminClient":
         return self
@@ -71,12 +58,11 @@ class AdminClient:
         return _answer(response)
 
     def _access_token(self) -> str:
-        if self._token is None:
-            response = self._http.post("/oauth2/token", data={
-                "grant_type": "client_credentials", "scope": "admin", "tenant_id": self._tenant_id},
-                auth=(self._credentials.client_id, self._credentials.client_secret))
-            self._token = _answer(response)["access_token"]
-        return self._token
+        if (token := self._tokens.current()) is None:
+            requested_at = self._tokens.now()
+            answer = _answer(self._http.request(**token_request(self._tenant_id, "admin", self._credentials)))
+            token = self._tokens.store(answer, requested_at)
+        return token
 
 
 def _answer(response: httpx.Response) -> Any:

@@ -6,6 +6,7 @@ import signal
 
 import click
 
+from client.cli import upload
 from events.bridge import run_bridge
 from pipeline.cli import pipeline, worker
 from serving.admin import admin
@@ -73,3 +74,4 @@ main.add_command(admin)
 main.add_command(demo)
 main.add_command(worker)
 main.add_command(pipeline)
+main.add_command(upload)

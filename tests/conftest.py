@@ -27,7 +27,8 @@ from store.secrets import new_secret_key
 ENV = Settings()
 T = TypeVar("T")
 BACKENDS = ("duckdb", "postgresql")
-T = TypeVar("T")
+# Fixtures of the order tests' web shop (shop, business, document), beside its helpers.
+pytest_plugins = ("tests.web_shop",)
 
 
 def service_missing(reason: str) -> None:

@@ -32,7 +32,7 @@ from store.stock import adjust_stock
 from tests.conftest import bearer, client_of
 from tests.openapi_check import assert_response_matches
 from tests.test_admin import PIA, Served
-from tests.test_orders_api import Shop, _line, _opened, _order
+from tests.web_shop import Shop, new_order, opened_order, order_line
 
 EMPTY = object()  # post no body at all
 
@@ -41,11 +41,6 @@ EMPTY = object()  # post no body at all
 def tenant(engine: sa.Engine) -> dict[str, Any]:
     """This module's own tenant (the demo's test catalogue), so no other test's orders touch its stock."""
     return seed_demo_tenant(engine, f"admin orders {new_id()}", is_test=True)
-
-
-@pytest.fixture(scope="module")
-def document(server) -> dict[str, Any]:
-    return httpx.get(f"{server.url}/v1/openapi.json").json()
 
 
 class Operator:
@@ -116,9 +111,9 @@ def _open_order(shop: Shop, *lines: dict[str, Any], **fields: Any) -> dict[str, 
     with shop.engine.connect() as conn:
         customer_id = conn.scalar(sa.select(ecom_stores.c.default_customer_id).where(
             ecom_stores.c.tenant_id == shop.tenant_id, ecom_stores.c.default_customer_id.is_not(None)))
-    response = shop.post(_order(*lines, customerId=customer_id, **fields))
+    response = shop.post(new_order(*lines, customerId=customer_id, **fields))
     assert response.status_code == 202, response.text
-    return _opened(shop, response.json()["id"])
+    return opened_order(shop, response.json()["id"])
 
 
 def _stock(engine: sa.Engine, order_id: str, sku_id: str) -> tuple[Decimal, Decimal]:
@@ -171,7 +166,7 @@ def test_with_payment_capture_a_pick_waits_for_the_payment_before_it_delivers_an
         engine, operator, web, document, unused_skus) -> None:
     assert _capture_enabled(engine, web)
     first, second = _stocked(web, unused_skus), _stocked(web, unused_skus)
-    order = _open_order(web, _line(first, 3), _line(second, 2))
+    order = _open_order(web, order_line(first, 3), order_line(second, 2))
     order_id, line_a, line_b = order["id"], order["lineItems"][0]["id"], order["lineItems"][1]["id"]
     opened = {sku.id: _stock(engine, order_id, sku.id) for sku in (first, second)}
 
@@ -244,7 +239,7 @@ def test_without_payment_capture_a_pick_delivers_at_once_and_a_full_return_refun
         engine, operator, business, document, unused_skus) -> None:
     assert not _capture_enabled(engine, business)
     first, second = _stocked(business, unused_skus), _stocked(business, unused_skus)
-    order = _open_order(business, _line(first, 2), _line(second, 1), freight={"freightAmount": "49"})
+    order = _open_order(business, order_line(first, 2), order_line(second, 1), freight={"freightAmount": "49"})
     order_id, line_a = order["id"], order["lineItems"][0]["id"]
     opened = {sku.id: _stock(engine, order_id, sku.id) for sku in (first, second)}
 
@@ -288,7 +283,7 @@ def test_without_payment_capture_a_pick_delivers_at_once_and_a_full_return_refun
 
 def test_cancelling_a_whole_open_order_releases_its_reservation(engine, operator, web, document, unused_skus) -> None:
     sku = _stocked(web, unused_skus)
-    order = _open_order(web, _line(sku, 4))
+    order = _open_order(web, order_line(sku, 4))
     on_hand, reserved = _stock(engine, order["id"], sku.id)
     inventory_events = _inventory_events(engine, web, sku.id)
 
@@ -307,7 +302,7 @@ def test_cancelling_a_whole_open_order_releases_its_reservation(engine, operator
 def test_every_problem_of_a_request_comes_with_its_path_and_nothing_changes(operator, business, document,
                                                                             unused_skus) -> None:
     first, second = _stocked(business, unused_skus), _stocked(business, unused_skus)
-    order = _open_order(business, _line(first, 2), _line(second, 1))
+    order = _open_order(business, order_line(first, 2), order_line(second, 1))
     order_id, line_a, line_b = order["id"], order["lineItems"][0]["id"], order["lineItems"][1]["id"]
     unknown = new_id()
 
@@ -349,7 +344,7 @@ def test_every_problem_of_a_request_comes_with_its_path_and_nothing_changes(oper
 def test_a_backordered_line_is_picked_only_once_the_stock_is_there(engine, operator, business, document,
                                                                    unused_skus) -> None:
     sku = _stocked(business, unused_skus, on_hand=1)
-    order = _open_order(business, _line(sku, 3))
+    order = _open_order(business, order_line(sku, 3))
     assert order["lineItems"][0]["reservedQuantity"] == "1"  # the rest is backordered
 
     short = operator.post(order["id"], "pick")
@@ -362,7 +357,7 @@ def test_a_backordered_line_is_picked_only_once_the_stock_is_there(engine, opera
 
 
 def test_unknown_orders_and_documents_are_404(operator, business, document, unused_skus) -> None:
-    order = _open_order(business, _line(_stocked(business, unused_skus), 1))
+    order = _open_order(business, order_line(_stocked(business, unused_skus), 1))
     for missing in (new_id(), "999999999", "not-an-order"):
         _refused(operator.get(missing), 404, "NOT_FOUND", document)
         for action in ("pick", "cancel", "returns"):
@@ -376,7 +371,7 @@ def test_unknown_orders_and_documents_are_404(operator, business, document, unus
 
 def test_the_order_routes_take_only_the_tenants_admin_token(http, tenant, shared_other_world, web, cached_token,
                                                             document, unused_skus) -> None:
-    order = _open_order(web, _line(_stocked(web, unused_skus), 1))
+    order = _open_order(web, order_line(_stocked(web, unused_skus), 1))
     base = f"/admin/v1/tenants/{tenant['id']}/orders/{order['id']}"
     routes = [("GET", base)] + [("POST", f"{base}/{action}") for action in ("pick", "ship", "returns", "cancel")]
     wrong = [cached_token(tenant, client_of(tenant, "ecom")),
@@ -394,7 +389,7 @@ def test_the_order_routes_take_only_the_tenants_admin_token(http, tenant, shared
 def test_ten_concurrent_picks_of_a_five_unit_line_take_exactly_five(engine, server, operator, business,
                                                                      unused_skus) -> None:
     sku = _stocked(business, unused_skus)
-    order = _open_order(business, _line(sku, 5))
+    order = _open_order(business, order_line(sku, 5))
     on_hand, reserved = _stock(engine, order["id"], sku.id)
     body = {"lines": [_units(order["lineItems"][0]["id"], 1)]}
     start, answers = threading.Barrier(10), []
@@ -432,7 +427,7 @@ def test_an_operator_moves_orders_from_the_command_line_with_and_without_a_serve
     sku = next(row for row in Shop(None, engine, world, "", 0).skus() if row.price)  # type: ignore[arg-type]
     adjust_stock(engine, tenant_id, "9001", sku.number, on_hand=Decimal(10))
     opened, waiting = (create_order(engine, tenant_id, web_store, CreateOrder.model_validate(
-        _order(_line(sku, quantity)))).order for quantity in (3, 2))
+        new_order(order_line(sku, quantity)))).order for quantity in (3, 2))
     assert process_order(engine, tenant_id, opened.id)
     line_id = read_order(engine, tenant_id, None, opened.id).lines[0].id
     engine.dispose()  # an embedded file is held by one process at a time

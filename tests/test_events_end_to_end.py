@@ -34,7 +34,7 @@ from store.migrate import upgrade
 from store.schema import event_outbox
 from tests.conftest import bearer, client_of, get_token, wait_for
 from tests.test_admin import Served
-from tests.test_orders_api import _order
+from tests.web_shop import new_order
 from tests.webhook_receiver import Delivery, WebhookReceiver
 
 pytestmark = pytest.mark.timeout(180)  # a guard: the whole run takes well under a minute
@@ -183,7 +183,7 @@ def drive_order(driver: Driver, sku: dict[str, Any]) -> None:
     """The web shop's order through its life: created, picked (payment capture on), captured, shipped, returned."""
     facts = driver.run.facts
     with driver.step("order created"):
-        order_id = driver.shop("web", "POST", "/orders", _order(
+        order_id = driver.shop("web", "POST", "/orders", new_order(
             {"skuNumber": sku["number"], "quantity": 2, "netUnitPrice": sku["price"], "vatRate": sku["vatRate"]}),
             expect=202)["id"]
         # Opened (stock reserved, OrderCreated) after the 202, by the server's order processor.

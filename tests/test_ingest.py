@@ -111,7 +111,8 @@ def test_concatenated_gzip_members_are_one_body() -> None:
 
 
 @pytest.mark.parametrize("body", [b"", b"not gzip at all", gzip.compress(b'{"a":1}')[:-12],
-                                  gzip.compress(b'{"a":1}') + b"trailing"])
+                                  gzip.compress(b'{"a":1}') + b"trailing"],
+                         ids=["empty", "not gzip", "truncated", "trailing bytes"])  # stable ids for pytest-xdist
 def test_broken_gzip_is_400(body: bytes) -> None:
     with pytest.raises(BadRequest):
         decompress_body(body, JSON, "gzip")

@@ -18,23 +18,7 @@ from store.schema import ecom_stores, event_outbox
 from store.stock import adjust_stock
 from tests.conftest import bearer
 from tests.openapi_check import assert_response_matches
-from tests.test_orders_api import Shop, _accepted, _line, _opened, _order, _shop
-
-
-@pytest.fixture
-def shop(http, engine, cached_token, shared_world) -> Shop:
-    """The demo web shop: payment capture enabled."""
-    return _shop(http, engine, cached_token, shared_world)
-
-
-@pytest.fixture
-def business(http, engine, cached_token, shared_world) -> Shop:
-    return _shop(http, engine, cached_token, shared_world, index=1)
-
-
-@pytest.fixture(scope="module")
-def document(server) -> dict[str, Any]:
-    return httpx.get(f"{server.url}/v1/openapi.json").json()
+from tests.web_shop import Shop, accepted_order, new_order, opened_order, order_line
 
 
 def _open_order(shop: Shop, *quantities: int) -> dict[str, Any]:
@@ -48,9 +32,9 @@ def _open_order(shop: Shop, *quantities: int) -> dict[str, Any]:
     for sku in skus:
         for warehouse in ("9001", "9002"):
             adjust_stock(shop.engine, shop.tenant_id, warehouse, sku.number, on_hand=Decimal(1000))
-    order = _accepted(shop, _order(*(_line(sku, quantity) for sku, quantity in zip(skus, quantities, strict=True)),
-                                   freight={"freightAmount": "49"}, customerId=customer_id))
-    return _opened(shop, order["id"])
+    lines = (order_line(sku, quantity) for sku, quantity in zip(skus, quantities, strict=True))
+    order = accepted_order(shop, new_order(*lines, freight={"freightAmount": "49"}, customerId=customer_id))
+    return opened_order(shop, order["id"])
 
 
 _REGULAR_SKUS: dict[tuple[str, str], list[Any]] = {}

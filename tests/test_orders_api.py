@@ -11,7 +11,6 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -26,13 +25,9 @@ from store.order_processing import process_order
 from store.orders import create_order
 from store.schema import (
     assortment_lines,
-    campaign_skus,
-    campaigns,
-    companies,
     ecom_stores,
     event_outbox,
     orders,
-    prices,
     skus,
     stock_levels,
     warehouses,
@@ -40,109 +35,18 @@ from store.schema import (
 from store.stock import adjust_stock
 from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
 from tests.openapi_check import assert_response_matches
+from tests.web_shop import ADDRESS, Shop, accepted_order, new_order, opened_order, order_line
 
 PIA = str(Path(sys.executable).parent / "pia")
-ADDRESS = {"name": "Kari Nordmann", "street": "Bryggen 1", "postCode": "5003", "city": "Bergen",
-           "countryIsoCode": "NO", "email": "kari@example.no", "phone": "+4741234567"}
-
 
 def _money(value: Decimal) -> Decimal:
     return value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-
-
-class Shop:
-    """One eCom store of a world: its id, catalogue facts from the database, and requests with its token."""
-
-    def __init__(self, http: httpx.Client, engine: sa.Engine, world: dict[str, Any], token: str, index: int) -> None:
-        self.http, self.engine, self.world = http, engine, world
-        self.tenant_id = world["id"]
-        self.id = client_of(world, "ecom", index=index)["resource"]
-        self.prefix = f"/v1/tenants/{self.tenant_id}/ecom_stores/{self.id}"
-        self.headers = bearer(token)
-
-    def post(self, body: Any) -> httpx.Response:
-        return self.http.post(self.prefix + "/orders", json=body, headers=self.headers)
-
-    def get(self, path: str) -> httpx.Response:
-        return self.http.get(self.prefix + path, headers=self.headers)
-
-    def skus(self) -> list[sa.Row]:
-        """The SKUs in the store's assortment with their normal price, by number."""
-        with self.engine.connect() as conn:
-            store = conn.execute(sa.select(ecom_stores).where(ecom_stores.c.id == self.id)).one()
-            base_list = conn.scalar(sa.select(companies.c.base_price_list_id).where(companies.c.id == store.company_id))
-            own, base = prices.alias("own"), prices.alias("base")
-            return list(conn.execute(
-                sa.select(skus.c.id, skus.c.number, sa.func.coalesce(own.c.price, base.c.price).label("price"))
-                .join(assortment_lines, sa.and_(assortment_lines.c.tenant_id == self.tenant_id,
-                                                assortment_lines.c.sku_id == skus.c.id,
-                                                assortment_lines.c.assortment_id == store.base_assortment_id))
-                .outerjoin(own, sa.and_(own.c.sku_id == skus.c.id, own.c.price_list_id == store.price_list_id))
-                .outerjoin(base, sa.and_(base.c.sku_id == skus.c.id, base.c.price_list_id == base_list))
-                .where(skus.c.tenant_id == self.tenant_id, skus.c.product_id.is_not(None))
-                .order_by(skus.c.number)))
-
-    def campaign_skus(self, code: str) -> list[SimpleNamespace]:
-        """The campaign's SKUs with their campaign price and normal price, by number."""
-        normal = {row.id: row.price for row in self.skus()}
-        with self.engine.connect() as conn:
-            return [SimpleNamespace(**row._asdict(), price=normal.get(row.id)) for row in conn.execute(
-                sa.select(campaigns.c.id.label("campaign_id"), skus.c.id, skus.c.number, campaign_skus.c.campaign_price)
-                .join(campaign_skus, campaign_skus.c.campaign_id == campaigns.c.id)
-                .join(skus, skus.c.id == campaign_skus.c.sku_id)
-                .where(campaigns.c.tenant_id == self.tenant_id, campaigns.c.code == code).order_by(skus.c.number))]
-
-    def regular_sku(self, skip: int = 0) -> sa.Row:
-        """A SKU no current campaign covers."""
-        covered = {row.id for code in ("VINTERSALG", "TA3BETAL2") for row in self.campaign_skus(code)}
-        return [row for row in self.skus() if row.id not in covered][skip]
-
-
-def _shop(http, engine, cached_token, world, index: int = 0) -> Shop:
-    return Shop(http, engine, world, cached_token(world, client_of(world, "ecom", index=index)), index)
-
-
-@pytest.fixture
-def shop(http, engine, cached_token, shared_world) -> Shop:
-    return _shop(http, engine, cached_token, shared_world)
-
-
-@pytest.fixture
-def business(http, engine, cached_token, shared_world) -> Shop:
-    """The tenant's other eCom store: no default customer, one warehouse, five days' lead time."""
-    return _shop(http, engine, cached_token, shared_world, index=1)
-
-
-@pytest.fixture(scope="module")
-def document(server) -> dict[str, Any]:
-    return httpx.get(f"{server.url}/v1/openapi.json").json()
-
-
-def _order(*lines: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {"externalOrderId": new_id(), "externalOrderNumber": f"WEB-{new_id()[-12:]}",
-            "deliveryAddress": ADDRESS, "lineItems": list(lines), **fields}
-
-
-def _line(sku: sa.Row, quantity: Any = 1, price: Any = None, **more: Any) -> dict[str, Any]:
-    return {"skuNumber": sku.number, "quantity": quantity,
-            "netUnitPrice": str(price if price is not None else sku.price.normalize()), "vatRate": "25", **more}
 
 
 def _errors(response: httpx.Response) -> set[tuple[str, str]]:
     assert response.status_code == 400, response.text
     assert response.json()["error"] == "INVALID_REQUEST"
     return {(error["path"], error["code"]) for error in response.json()["details"]["errors"]}
-
-
-def _accepted(shop: Shop, body: dict[str, Any]) -> dict[str, Any]:
-    response = shop.post(body)
-    assert response.status_code == 202, response.text
-    return response.json()
-
-
-def _opened(shop: Shop, order_id: str) -> dict[str, Any]:
-    return wait_for(lambda: (order := shop.get(f"/orders/{order_id}").json())["status"] == "OPEN" and order,
-                    10, "the order to be processed")
 
 
 def _stock(engine: sa.Engine, tenant_id: str, warehouse_number: str, sku_id: str) -> tuple[Decimal, Decimal]:
@@ -169,8 +73,8 @@ def test_a_realistic_order_is_accepted_received_then_opened_with_stock_reserved(
         adjust_stock(shop.engine, shop.tenant_id, "9001", sku.number, on_hand=Decimal(100))
     before = {sku.id: _stock(shop.engine, shop.tenant_id, "9001", sku.id)[1] for sku in (regular, normal, three)}
     blended = _money(three.campaign_price * 2 / 3)
-    body = _order(
-        {**_line(regular, 2), "netUnitOrderDiscountAmount": "10.50"},
+    body = new_order(
+        {**order_line(regular, 2), "netUnitOrderDiscountAmount": "10.50"},
         {"skuId": normal.id, "quantity": "1", "netUnitPrice": float(normal.campaign_price), "vatRate": 25,
          "campaignCode": "VINTERSALG"},
         {"skuNumber": three.number, "quantity": 3, "netUnitPrice": str(blended), "vatRate": "25",
@@ -201,7 +105,7 @@ def test_a_realistic_order_is_accepted_received_then_opened_with_stock_reserved(
     assert Decimal(order["vatAmount"]) == sum(vats) + Decimal("11.80")
     assert Decimal(order["netAmount"]) == Decimal(order["grossAmount"]) - Decimal(order["vatAmount"])
 
-    opened = _opened(shop, order["id"])
+    opened = opened_order(shop, order["id"])
     assert_response_matches(document, shop.get(f"/orders/{order['id']}"))
     assert [line["reservedQuantity"] for line in opened["lineItems"]] == ["2", "1", "3"]
     for sku, quantity in ((regular, 2), (normal, 1), (three, 3)):
@@ -216,16 +120,16 @@ def test_stock_comes_from_the_first_warehouse_that_has_all_and_else_is_partly_ba
     for number, sku, count in (("9001", first, 5), ("9001", second, 0), ("9002", first, 5), ("9002", second, 5)):
         adjust_stock(shop.engine, shop.tenant_id, number, sku.number, on_hand=_stock(
             shop.engine, shop.tenant_id, number, sku.id)[1] + count)
-    order = _accepted(shop, _order(_line(first, 2), _line(second, 1)))
-    assert [line["reservedQuantity"] for line in _opened(shop, order["id"])["lineItems"]] == ["2", "1"]
+    order = accepted_order(shop, new_order(order_line(first, 2), order_line(second, 1)))
+    assert [line["reservedQuantity"] for line in opened_order(shop, order["id"])["lineItems"]] == ["2", "1"]
     assert _stock(shop.engine, shop.tenant_id, "9002", second.id) == _stock(shop.engine, shop.tenant_id, "9002",
                                                                            second.id)
     on_hand, reserved = _stock(shop.engine, shop.tenant_id, "9002", first.id)
     assert on_hand - reserved == 3  # 9001 lacks the second SKU, so 9002 serves the whole order
 
     # Nowhere enough: the first warehouse reserves what it has, never more than on hand.
-    short = _accepted(shop, _order(_line(second, 9)))
-    assert _opened(shop, short["id"])["lineItems"][0]["reservedQuantity"] == "0"
+    short = accepted_order(shop, new_order(order_line(second, 9)))
+    assert opened_order(shop, short["id"])["lineItems"][0]["reservedQuantity"] == "0"
     on_hand, reserved = _stock(shop.engine, shop.tenant_id, "9001", second.id)
     assert reserved <= on_hand
 
@@ -239,7 +143,7 @@ def test_every_structural_problem_comes_in_one_answer_with_its_path(shop: Shop, 
         "lineItems[0].vatRate", "lineItems[1].netUnitPrice", "lineItems[1].vatRate"}
     assert ("lineItems[0].skuId", "REQUIRED") in _errors(response)
     assert_response_matches(document, response)
-    assert {path for path, _ in _errors(shop.post(_order()))} == {"lineItems"}  # rule 1: at least one line
+    assert {path for path, _ in _errors(shop.post(new_order()))} == {"lineItems"}  # rule 1: at least one line
     unparseable = shop.http.post(shop.prefix + "/orders", content=b"{not json",
                                  headers={**shop.headers, "Content-Type": "application/json"})
     assert (unparseable.status_code, unparseable.json()["error"]) == (400, "BAD_REQUEST")
@@ -251,7 +155,7 @@ def test_skus_outside_the_assortment_are_404_naming_them(shop: Shop, document) -
             skus.c.tenant_id == shop.tenant_id, skus.c.number.not_in([row.number for row in shop.skus()]))
             .order_by(skus.c.number).limit(1))
     unknown_id = new_id()
-    response = shop.post(_order(_line(shop.regular_sku()), {"skuNumber": outside, "quantity": 1,
+    response = shop.post(new_order(order_line(shop.regular_sku()), {"skuNumber": outside, "quantity": 1,
                                                             "netUnitPrice": "10", "vatRate": "25"},
                                 {"skuId": unknown_id, "quantity": 1, "netUnitPrice": "10", "vatRate": "25"}))
     assert (response.status_code, response.json()["error"]) == (404, "SKU_NOT_FOUND")
@@ -261,28 +165,28 @@ def test_skus_outside_the_assortment_are_404_naming_them(shop: Shop, document) -
 
 def test_the_customer_is_the_given_one_or_the_stores_default(shop: Shop, business: Shop, document) -> None:
     sku = shop.regular_sku()
-    response = shop.post(_order(_line(sku), customerId=new_id()))
+    response = shop.post(new_order(order_line(sku), customerId=new_id()))
     assert (response.status_code, response.json()["error"]) == (404, "CUSTOMER_NOT_FOUND")
     assert_response_matches(document, response)
     with shop.engine.connect() as conn:
         default = conn.scalar(sa.select(ecom_stores.c.default_customer_id).where(ecom_stores.c.id == shop.id))
-    assert default and _accepted(shop, _order(_line(sku)))["customerId"] == default
+    assert default and accepted_order(shop, new_order(order_line(sku)))["customerId"] == default
     # The business shop has no default customer: customerId is then required.
-    assert _errors(business.post(_order(_line(sku)))) == {("customerId", "REQUIRED")}
-    order = _accepted(business, _order(_line(sku), customerId=default))
+    assert _errors(business.post(new_order(order_line(sku)))) == {("customerId", "REQUIRED")}
+    order = accepted_order(business, new_order(order_line(sku), customerId=default))
     assert order["deliveryDate"] == (datetime.now(UTC).date() + timedelta(days=5)).isoformat()
 
 
 def test_campaign_codes_must_apply_and_their_prices_must_hold(shop: Shop, document) -> None:
     normal, three = shop.campaign_skus("VINTERSALG")[0], shop.campaign_skus("TA3BETAL2")[0]
     unreleased, ended = shop.campaign_skus("BLACKWEEK")[0], shop.campaign_skus("HOSTSALG")[0]
-    response = shop.post(_order(
-        _line(unreleased, campaignCode="BLACKWEEK"),
-        _line(ended, campaignCode="HOSTSALG"),
-        _line(shop.regular_sku(), campaignCode="VINTERSALG"),
-        _line(normal, price=normal.campaign_price + 1, campaignCode="VINTERSALG"),
-        _line(three, price=three.campaign_price + Decimal("0.01"), campaignCode="TA3BETAL2"),
-        _line(normal, price=normal.campaign_price, campaignCode="VINTERSALG")))
+    response = shop.post(new_order(
+        order_line(unreleased, campaignCode="BLACKWEEK"),
+        order_line(ended, campaignCode="HOSTSALG"),
+        order_line(shop.regular_sku(), campaignCode="VINTERSALG"),
+        order_line(normal, price=normal.campaign_price + 1, campaignCode="VINTERSALG"),
+        order_line(three, price=three.campaign_price + Decimal("0.01"), campaignCode="TA3BETAL2"),
+        order_line(normal, price=normal.campaign_price, campaignCode="VINTERSALG")))
     assert _errors(response) == {
         ("lineItems[0].campaignCode", "CAMPAIGN_NOT_APPLICABLE"),
         ("lineItems[1].campaignCode", "CAMPAIGN_NOT_APPLICABLE"),
@@ -300,11 +204,11 @@ def test_without_a_code_only_an_exact_unambiguous_match_is_a_campaign_and_the_le
     normal = shop.campaign_skus("VINTERSALG")[0]
     listed = next(row for row in shop.skus() if row.id == normal.id)
     markdown = listed.price - normal.campaign_price
-    order = _accepted(shop, _order(
-        _line(normal, price=normal.campaign_price),  # matches the campaign exactly
-        _line(normal, price=normal.campaign_price - 1),  # matches nothing: a plain sale
-        _line(normal, price=listed.price, netUnitOrderDiscountAmount=str(markdown)),  # the legacy shape
-        _line(normal, price=listed.price, netUnitOrderDiscountAmount="1")))  # a coupon on the list price
+    order = accepted_order(shop, new_order(
+        order_line(normal, price=normal.campaign_price),  # matches the campaign exactly
+        order_line(normal, price=normal.campaign_price - 1),  # matches nothing: a plain sale
+        order_line(normal, price=listed.price, netUnitOrderDiscountAmount=str(markdown)),  # the legacy shape
+        order_line(normal, price=listed.price, netUnitOrderDiscountAmount="1")))  # a coupon on the list price
     lines = order["lineItems"]
     assert [(line["priceType"], line["campaignId"]) for line in lines] == [
         ("CAMPAIGN", normal.campaign_id), ("REGULAR", None), ("LEGACY_DISCOUNT", None), ("REGULAR", None)]
@@ -313,14 +217,14 @@ def test_without_a_code_only_an_exact_unambiguous_match_is_a_campaign_and_the_le
 
 def test_discounts_above_the_price_and_mismatched_sku_keys_are_refused(shop: Shop) -> None:
     one, other = shop.regular_sku(), shop.regular_sku(1)
-    assert _errors(shop.post(_order(_line(one, netUnitOrderDiscountAmount=str(one.price + 1)),
-                                    {**_line(one), "skuId": one.id, "skuNumber": other.number}))) == {
+    assert _errors(shop.post(new_order(order_line(one, netUnitOrderDiscountAmount=str(one.price + 1)),
+                                    {**order_line(one), "skuId": one.id, "skuNumber": other.number}))) == {
         ("lineItems[0].netUnitOrderDiscountAmount", "DISCOUNT_ABOVE_PRICE"), ("lineItems[1].skuNumber", "SKU_MISMATCH")}
 
 
 def test_a_repeated_external_id_or_number_is_409_naming_the_order(shop: Shop, document) -> None:
-    body = _order(_line(shop.regular_sku()))
-    first = _accepted(shop, body)
+    body = new_order(order_line(shop.regular_sku()))
+    first = accepted_order(shop, body)
     for repeat in (body, {**body, "externalOrderNumber": "other"}, {**body, "externalOrderId": new_id()}):
         response = shop.post(repeat)
         assert (response.status_code, response.json()["error"]) == (409, "DUPLICATE_ORDER")
@@ -329,7 +233,7 @@ def test_a_repeated_external_id_or_number_is_409_naming_the_order(shop: Shop, do
 
 
 def test_fifty_concurrent_creates_of_one_order_make_exactly_one(shop: Shop, server) -> None:
-    body = _order(_line(shop.regular_sku()))
+    body = new_order(order_line(shop.regular_sku()))
     start, statuses = threading.Barrier(50), []
 
     def create() -> None:
@@ -352,9 +256,9 @@ def test_fifty_concurrent_creates_of_one_order_make_exactly_one(shop: Shop, serv
 
 def test_the_answer_is_the_order_as_stored(shop: Shop) -> None:
     normal = shop.campaign_skus("VINTERSALG")[0]
-    created = _accepted(shop, _order(
-        _line(shop.regular_sku(), 3, netUnitOrderDiscountAmount="1.25"),
-        _line(normal, price=normal.campaign_price, campaignCode="VINTERSALG"),
+    created = accepted_order(shop, new_order(
+        order_line(shop.regular_sku(), 3, netUnitOrderDiscountAmount="1.25"),
+        order_line(normal, price=normal.campaign_price, campaignCode="VINTERSALG"),
         invoiceAddress={k: v for k, v in ADDRESS.items() if k != "phone"},
         freight={"freightAmount": "59.5", "shippingMethodName": "Posten"}))
     stored = shop.get(f"/orders/{created['id']}").json()
@@ -368,7 +272,7 @@ def test_the_answer_is_the_order_as_stored(shop: Shop) -> None:
 
 def test_concurrent_creations_take_consecutive_numbers(shop: Shop, server) -> None:
     sku = shop.regular_sku()
-    bodies = [_order(_line(sku)) for _ in range(12)]
+    bodies = [new_order(order_line(sku)) for _ in range(12)]
     start, answers = threading.Barrier(24), []
 
     def create(body: dict[str, Any]) -> None:
@@ -388,7 +292,7 @@ def test_concurrent_creations_take_consecutive_numbers(shop: Shop, server) -> No
 
 
 def test_reads_by_id_or_number_only_for_the_owning_store(shop: Shop, business: Shop, document) -> None:
-    order = _accepted(shop, _order(_line(shop.regular_sku())))
+    order = accepted_order(shop, new_order(order_line(shop.regular_sku())))
     by_number = shop.get(f"/orders/{order['number']}")
     assert by_number.status_code == 200 and by_number.json()["id"] == order["id"]
     assert_response_matches(document, by_number)
@@ -405,8 +309,8 @@ def test_a_customers_history_is_newest_first_and_only_the_calling_stores(shop: S
     assert shop.http.put(f"{shop.prefix}/customers/{customer_id}", json={"firstName": "Ola", "lastName": "Dahl"},
                          headers=shop.headers).status_code == 201
     sku = shop.regular_sku()
-    made = [_accepted(shop, _order(_line(sku), customerId=customer_id)) for _ in range(3)]
-    _accepted(business, _order(_line(sku), customerId=customer_id))
+    made = [accepted_order(shop, new_order(order_line(sku), customerId=customer_id)) for _ in range(3)]
+    accepted_order(business, new_order(order_line(sku), customerId=customer_id))
     response = shop.get(f"/customers/{customer_id}/orders")
     assert_response_matches(document, response)
     assert [item["id"] for item in response.json()["items"]] == [order["id"] for order in reversed(made)]
@@ -431,7 +335,7 @@ def _left_received(engine: sa.Engine, name: str, count: int = 1) -> tuple[dict[s
     adjust_stock(engine, world["id"], "9001", sku.number,
                  on_hand=_stock(engine, world["id"], "9001", sku.id)[1] + 4 * count)
     held = [create_order(engine, world["id"], store_id, CreateOrder.model_validate(
-        _order({"skuId": sku.id, "quantity": 4, "netUnitPrice": "100", "vatRate": "25"}))) for _ in range(count)]
+        new_order({"skuId": sku.id, "quantity": 4, "netUnitPrice": "100", "vatRate": "25"}))) for _ in range(count)]
     assert {order.order.status for order in held} == {"RECEIVED"}
     return world, store_id, sku, [order.order.id for order in held]
 
