@@ -11,14 +11,15 @@ from pathlib import Path
 import nbformat
 import orjson
 import pytest
-from client.api import PiaClient
-from client.tokens import credentials_from_file
 from nbclient import NotebookClient
 
+from client.api import PiaClient
+from client.tokens import credentials_from_file
+from contracts.batch_kinds import REPLENISHMENT_PARAMETER as PARAMETERS
+from contracts.batch_kinds import SALES_FORECAST as FORECASTS
 from tests.demo_process import Demo
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
-FORECASTS, PARAMETERS = "sales_forecast_batches", "replenishment_parameter_batches"
 
 
 def run_notebook(name: str, demo: Demo, tenant_id: str, workdir: Path) -> dict:
