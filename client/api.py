@@ -61,7 +61,7 @@ def _instant(value: datetime | None) -> str | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        raise ValueError("modified_since needs a timezone (SPEC: ISO 8601 with an offset)")
+        raise ValueError("instants need a timezone (SPEC: ISO 8601 with an offset)")
     return value.isoformat()
 
 
@@ -116,6 +116,11 @@ class _Core:
                          page_size: int | None) -> dict[str, str]:
         return _store_query(retail_store_number, modifiedSince=_instant(modified_since),
                             limit=None if page_size is None else str(page_size))
+
+    @staticmethod
+    def _batch_query(received_since: datetime | None, page_size: int | None) -> dict[str, str]:
+        query = {"receivedSince": _instant(received_since), "limit": None if page_size is None else str(page_size)}
+        return {name: value for name, value in query.items() if value is not None}
 
     @staticmethod
     def _forecast_export(layout: Literal["horizon", "daily"]) -> tuple[_Request, pa.Schema]:
@@ -197,6 +202,12 @@ class PiaClient(_Core):
                                       page_size: int | None = None) -> Iterator[dict[str, Any]]:
         query = self._parameter_query(retail_store_number, modified_since, page_size)
         for page in self._pages("/replenishment_parameters", query, JSON):
+            yield from page.json()["items"]
+
+    def iter_batch_statuses(self, kind: str, received_since: datetime | None = None,
+                            page_size: int | None = None) -> Iterator[dict[str, Any]]:
+        """The statuses of the tenant's batches of a kind, in the order they were received."""
+        for page in self._pages(f"/{BATCH_COLLECTIONS[kind]}", self._batch_query(received_since, page_size), JSON):
             yield from page.json()["items"]
 
     def held_forecasts(self, retail_store_number: str | None = None, ecom_store_number: str | None = None,
@@ -296,6 +307,14 @@ class AsyncPiaClient(_Core):
         async for page in self._pages("/replenishment_parameters", query, JSON):
             for item in page.json()["items"]:
                 yield item
+
+    async def iter_batch_statuses(self, kind: str, received_since: datetime | None = None,
+                                  page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        """The statuses of the tenant's batches of a kind, in the order they were received."""
+        async for page in self._pages(f"/{BATCH_COLLECTIONS[kind]}", self._batch_query(received_since, page_size),
+                                      JSON):
+            for status in page.json()["items"]:
+                yield status
 
     async def held_forecasts(self, retail_store_number: str | None = None, ecom_store_number: str | None = None,
                              page_size: int | None = None) -> pl.DataFrame:

@@ -11,7 +11,14 @@ from pydantic import Field, create_model
 
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.formats import DATE, DECIMAL, KEY, MAX_INTEGER, TIMESTAMP
-from contracts.limits import MAX_HORIZON_DAYS, MAX_ITEMS_PER_BATCH, MAX_PAGE_SIZE, published_limits
+from contracts.limits import (
+    DEFAULT_BATCH_PAGE_SIZE,
+    MAX_BATCH_PAGE_SIZE,
+    MAX_HORIZON_DAYS,
+    MAX_ITEMS_PER_BATCH,
+    MAX_PAGE_SIZE,
+    published_limits,
+)
 from contracts.models import Day, Error, Instant, Shape
 
 # The patterns go into the schema only (pydantic's regex engine has no look-ahead; nothing validates with these).
@@ -209,6 +216,22 @@ class ReplenishmentParameterPage(Shape):
 
     items: list[ReplenishmentParameter]
     nextCursor: str | None = Field(description="Pass as cursor for the next page; null on the last.")
+
+
+class BatchStatusPage(Shape):
+    """A page of batch statuses in the order they were received."""
+
+    items: list[BatchStatus]
+    nextCursor: str | None = Field(description="Pass as cursor for the next page; null on the last.")
+
+
+class BatchListQuery(Shape):
+    limit: int | None = Field(default=None, ge=1, le=MAX_BATCH_PAGE_SIZE,
+                              description=f"Page size, default {DEFAULT_BATCH_PAGE_SIZE}.")
+    cursor: str | None = Field(default=None, description="nextCursor of the previous page.")
+    receivedSince: str | None = Field(default=None, json_schema_extra={"format": "date-time"},
+                                      description="Only batches received at or after this instant (ISO 8601 with "
+                                                  "offset).")
 
 
 class Paging(Shape):

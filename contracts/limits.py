@@ -16,6 +16,9 @@ MAX_VALIDATION_ERRORS_LISTED = 1_000
 MAX_WARNINGS_LISTED = 100  # distinct unknown field names listed with an accepted batch
 DEFAULT_PAGE_SIZE = 1_000
 MAX_PAGE_SIZE = 5_000
+# Batch lists page fewer: a batch status carries up to MAX_REJECTED_ITEMS_LISTED rejected items.
+DEFAULT_BATCH_PAGE_SIZE = 100
+MAX_BATCH_PAGE_SIZE = 1_000
 
 
 def published_limits(rate_limit_per_minute: int = RATE_LIMIT_PER_MINUTE) -> dict[str, int]:

@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
+from store.held import Page, PageKey
 from store.schema import batches
 
 PENDING, PROCESSING = "PENDING", "PROCESSING"
@@ -54,6 +55,29 @@ def record_batch(engine: sa.Engine, tenant_id: str, batch_id: str, kind: str, ba
 def get_batch(engine: sa.Engine, tenant_id: str, batch_id: str) -> sa.Row | None:
     with engine.connect() as conn:
         return conn.execute(sa.select(batches).where(_key(tenant_id, batch_id))).first()
+
+
+@dataclass(frozen=True)
+class BatchKey(PageKey):
+    received_time: str  # ISO 8601, as the cursor carries it
+    batch_id: str
+
+
+def batch_page(engine: sa.Engine, tenant_id: str, kind: str, *, received_since: datetime | None,
+               after: BatchKey | None, limit: int) -> Page[BatchKey]:
+    """A tenant's batches of one kind in the order they were received (then by id), from received_since on."""
+    query = sa.select(batches).where(batches.c.tenant_id == tenant_id, batches.c.kind == kind)
+    if received_since is not None:
+        query = query.where(batches.c.received_time >= received_since)
+    if after is not None:
+        query = query.where(sa.tuple_(batches.c.received_time, batches.c.batch_id)
+                            > sa.tuple_(sa.literal(datetime.fromisoformat(after.received_time)),
+                                        sa.literal(after.batch_id)))
+    with engine.connect() as conn:
+        rows = list(conn.execute(query.order_by(batches.c.received_time, batches.c.batch_id).limit(limit + 1)))
+    page = rows[:limit]
+    more = len(rows) > limit
+    return Page(page, BatchKey(page[-1].received_time.isoformat(), page[-1].batch_id) if more else None)
 
 
 def tenants_ready(engine: sa.Engine, now: datetime) -> list[str]:

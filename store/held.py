@@ -43,7 +43,7 @@ class ParameterKey(PageKey):
     sku_number: str
 
 
-KeyT = TypeVar("KeyT", ForecastKey, ParameterKey)
+KeyT = TypeVar("KeyT", bound=PageKey)
 
 
 @dataclass(frozen=True)

@@ -264,3 +264,49 @@ def test_store_lists(http, planner) -> None:
     limits = http.get(f"{planner[0]}/limits", headers=planner[1]).json()
     assert (limits["maxItemsPerBatch"], limits["recommendedItemsPerBatch"], limits["maxHorizonDays"]) == (
         20_000, 5_000, 62)
+
+
+def _batch_list(http, planner, kind: str, query: str = "") -> list[dict]:
+    """Every batch of the list, following nextCursor."""
+    statuses, cursor = [], None
+    while True:
+        page = http.get(f"{planner[0]}/{kind}?{query}{'&cursor=' + cursor if cursor else ''}",
+                        headers=planner[1]).json()
+        statuses += page["items"]
+        if (cursor := page["nextCursor"]) is None:
+            return statuses
+
+
+def test_batch_lists_page_through_a_tenants_batches_in_received_order(http, planner, other_world) -> None:
+    forecast_ids = []
+    for n in range(5):
+        response = _put(http, planner, "sales_forecast_batches",
+                        envelope([forecast_item("100001"), forecast_item("999999")],
+                                 generated_at=f"2026-11-2{n}T02:00:00Z"))
+        forecast_ids.append(response.json()["batchId"])
+    parameters = _put(http, planner, "replenishment_parameter_batches", envelope([replenishment_item("100001")]))
+    final = wait_finished(http, f"{planner[0]}/sales_forecast_batches/{forecast_ids[-1]}", planner[1])
+
+    listed = _batch_list(http, planner, "sales_forecast_batches", "limit=2")
+    assert [status["batchId"] for status in listed] == forecast_ids  # received order, only this kind
+    assert listed[-1] == final  # each item is the batch's status, as GET …/{batchId} shows it
+    assert listed[-1]["rejectedItems"][0]["code"] == "UNKNOWN_SKU"
+    assert [s["batchId"] for s in _batch_list(http, planner, "replenishment_parameter_batches")] \
+        == [parameters.json()["batchId"]]
+
+    since = listed[3]["receivedTime"]
+    assert [s["batchId"] for s in _batch_list(http, planner, "sales_forecast_batches",
+                                              f"receivedSince={since.replace('+', '%2B')}")] == forecast_ids[3:]
+    other_token = get_token(http, other_world, client_of(other_world, "demand_planning"))
+    other = f"/v1/tenants/{other_world['id']}/demand_planning/sales_forecast_batches"
+    assert http.get(other, headers=bearer(other_token)).json() == {"items": [], "nextCursor": None}
+
+
+@pytest.mark.parametrize(("query", "path"), [("limit=1001", "limit"), ("limit=0", "limit"),
+                                             ("receivedSince=yesterday", "receivedSince"),
+                                             ("receivedSince=2026-11-21T00:00:00", "receivedSince"),
+                                             ("cursor=eyJ4IjoxfQ", "cursor")])
+def test_batch_list_query_errors(http, planner, query, path) -> None:
+    response = http.get(f"{planner[0]}/sales_forecast_batches?{query}", headers=planner[1])
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"][0]["path"] == path

@@ -2,10 +2,7 @@
 
 import json
 import shlex
-import signal
 import subprocess
-import sys
-import time
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -34,34 +31,7 @@ from store.schema import (
     stock_levels,
     warehouses,
 )
-from tests.conftest import free_port
-
-PIA = str(Path(sys.executable).parent / "pia")
-
-
-class Demo:
-    def __init__(self, data_dir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [PIA, "demo", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(data_dir)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            self.lines.append(line)
-            if "Running on" in line:
-                return
-            if self.process.poll() is not None:
-                break
-        self.stop()
-        raise AssertionError("pia demo did not start:\n" + "".join(self.lines))
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        # Hypercorn's graceful shutdown alone takes seconds, and many more on a loaded machine.
-        self.process.wait(timeout=60)
+from tests.demo_process import Demo
 
 
 def test_first_run_seeds_writes_credentials_and_prints_a_working_curl(tmp_path: Path) -> None:

@@ -14,9 +14,11 @@ from contracts.demand_planning_models import (
     HELD_EXPORT,
     NEXT_CURSOR,
     BatchIdReused,
+    BatchListQuery,
     BatchLocation,
     BatchNotFound,
     BatchStatus,
+    BatchStatusPage,
     Limits,
     QueryRefused,
     ReplenishmentParameterBatch,
@@ -43,7 +45,13 @@ from contracts.held_datasets import (
     SALES_FORECASTS,
     encoded,
 )
-from contracts.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, published_limits
+from contracts.limits import (
+    DEFAULT_BATCH_PAGE_SIZE,
+    DEFAULT_PAGE_SIZE,
+    MAX_BATCH_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    published_limits,
+)
 from contracts.models import Items
 from contracts.stores import EcomStore, RetailStore
 from ingest.accept import accept_upload, canonical_batch_id
@@ -55,7 +63,7 @@ from serving.protection import protect
 from serving.rendering import batch_status, held_forecast, held_parameter
 from serving.routes.stores import ecom_store_json, retail_store_json
 from serving.services import services
-from store.batches import get_batch
+from store.batches import BatchKey, batch_page, get_batch
 from store.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
 from store.held_export import (
     LAYOUTS,
@@ -188,17 +196,44 @@ async def get_replenishment_parameter_batch(tenantId: str, batchId: str) -> Resp
     return await _status(tenantId, batchId, REPLENISHMENT_PARAMETER)
 
 
+async def _batch_list(tenant_id: str, kind: str) -> Response:
+    limit = _limit(DEFAULT_BATCH_PAGE_SIZE, MAX_BATCH_PAGE_SIZE)
+    after, since = _cursor(BatchKey.from_dict), _instant_parameter("receivedSince")
+    page = await blocking(batch_page, services().engine, tenant_id, kind, received_since=since, after=after,
+                          limit=limit)
+    return _page_response([batch_status(row) for row in page.rows], page.next)
+
+
+def _documented_list(func):
+    return document_querystring(BatchListQuery)(
+        document_response(QueryRefused, 400)(document_response(BatchStatusPage, 200)(func)))
+
+
+@blueprint.get("/sales_forecast_batches")
+@_documented_list
+async def list_sales_forecast_batches(tenantId: str) -> Response:
+    """The tenant's sales forecast batches in the order they were received, with their status."""
+    return await _batch_list(tenantId, SALES_FORECAST)
+
+
+@blueprint.get("/replenishment_parameter_batches")
+@_documented_list
+async def list_replenishment_parameter_batches(tenantId: str) -> Response:
+    """The tenant's replenishment parameter batches in the order they were received, with their status."""
+    return await _batch_list(tenantId, REPLENISHMENT_PARAMETER)
+
+
 # Held data
 
 
-def _limit() -> int:
+def _limit(default: int = DEFAULT_PAGE_SIZE, maximum: int = MAX_PAGE_SIZE) -> int:
     raw = request.args.get("limit")
     if raw is None:
-        return DEFAULT_PAGE_SIZE
+        return default
     if not raw.isdigit():
         raise _query_error("limit", "INVALID_TYPE", "limit must be a positive integer.")
-    if not 1 <= int(raw) <= MAX_PAGE_SIZE:
-        raise _query_error("limit", "OUT_OF_RANGE", f"limit must be between 1 and {MAX_PAGE_SIZE}.")
+    if not 1 <= int(raw) <= maximum:
+        raise _query_error("limit", "OUT_OF_RANGE", f"limit must be between 1 and {maximum}.")
     return int(raw)
 
 
@@ -248,8 +283,8 @@ async def sales_forecasts(tenantId: str) -> Response:
     return _page_response([held_forecast(row) for row in page.rows], page.next)
 
 
-def _modified_since() -> datetime | None:
-    raw = request.args.get("modifiedSince")
+def _instant_parameter(name: str) -> datetime | None:
+    raw = request.args.get(name)
     if raw is None:
         return None
     try:
@@ -258,8 +293,7 @@ def _modified_since() -> datetime | None:
     except ValueError:
         value = None
     if value is None or value.tzinfo is None:
-        raise _query_error("modifiedSince", "INVALID_TIMESTAMP",
-                           "modifiedSince must be an ISO 8601 timestamp with an offset.")
+        raise _query_error(name, "INVALID_TIMESTAMP", f"{name} must be an ISO 8601 timestamp with an offset.")
     return value.astimezone(UTC)
 
 
@@ -274,7 +308,7 @@ async def replenishment_parameters(tenantId: str) -> Response:
     With Accept: application/vnd.apache.arrow.stream the page is an Arrow IPC stream (schema
     REPLENISHMENT_PARAMETERS of the Python client) and the next page's cursor is in X-Next-Cursor.
     """
-    limit, after, since = _limit(), _cursor(ParameterKey.from_dict), _modified_since()
+    limit, after, since = _limit(), _cursor(ParameterKey.from_dict), _instant_parameter("modifiedSince")
     query = {"retail_store_number": request.args.get("retailStoreNumber"), "modified_since": since,
              "after": after, "limit": limit}
     if _wants_arrow():
