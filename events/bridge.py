@@ -52,6 +52,8 @@ DestinationFactory = Callable[[DestinationSettings], Destination]
 # stores are delivered at once per process (the others wait their turn, they are not blocked by a failing one:
 # backoff waits hold no claim).
 OUTBOX_CONCURRENT_STORES = 8
+# How often a store waiting out a backoff looks whether its destination was set again.
+DESTINATION_CHECK_SECONDS = 2.0
 
 
 def build_destination(settings: DestinationSettings) -> Destination:
@@ -130,8 +132,18 @@ class StoreDelivery:
         return 1 if lane.singles_left else self._shared.batch_size
 
     async def wait_until_ready(self, stop: asyncio.Event) -> bool:
-        """Wait out the backoff; False when stopped meanwhile."""
-        return not await _stopped_within(stop, self.ready_at - time.monotonic())
+        """Wait out the backoff; False when stopped meanwhile. A destination set again meanwhile (a fixed key, a new
+        address) ends the wait, so an operator's fix is tried at once, not after the credentials' long wait."""
+        while (remaining := self.ready_at - time.monotonic()) > 0:
+            if await _stopped_within(stop, min(remaining, DESTINATION_CHECK_SECONDS)):
+                return False
+            if await self._destination_set_again():
+                self.ready_at = 0.0
+        return not stop.is_set()
+
+    async def _destination_set_again(self) -> bool:
+        stored = await asyncio.to_thread(event_delivery.destination_version, self._shared.engine, self.store)
+        return self._destination_version is not None and stored != self._destination_version
 
     async def attempt(self, lane: Lane, events: Sequence[OutgoingEvent]) -> int:
         """One try at the events (the lane's next ones, in order, at most next_batch_size(lane)); returns how many
