@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     bridge_batch_size: PositiveInt = 500
     # Kafka mode: POSTs in flight at once to one eCom store's webhook, in lanes by Kafka key (eCom store and
     # entity), so one entity's events still arrive in order. Other destinations take one attempt at a time.
-    bridge_webhook_concurrency: PositiveInt = 8
+    bridge_webhook_concurrency: PositiveInt = 16
     bridge_poll_seconds: float = 1.0
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False
