@@ -73,7 +73,7 @@ def test_notebooks_run_against_a_loaded_demo(demo: Demo, tmp_path: Path) -> None
     tenant_id = next(tenant["id"] for tenant in credentials["tenants"] if not tenant["test"])
     client = PiaClient(demo.url, tenant_id, credentials_from_file(demo.data_dir / "demo-credentials.json",
                                                                   tenant_id, "demand_planning"))
-    stores = [store["number"] for store in client.retail_stores() if store["released"]][:3]
+    stores = [store["number"] for store in client.retail_stores() if store["status"] == "RELEASED"][:3]
     skus = sorted({row["skuNumber"] for row in client.iter_replenishment_parameters(stores[0])})[:4]
     today = datetime.now(UTC).date()
 
