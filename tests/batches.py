@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import orjson
 
+from client.api import PiaClient
+
 FINISHED = {"COMPLETED", "COMPLETED_WITH_REJECTED_ITEMS", "FAILED"}
 
 
@@ -54,3 +56,13 @@ def wait_finished(http: httpx.Client, location: str, headers: dict[str, str], ti
             return status
         time.sleep(0.05)
     raise AssertionError(f"batch not finished in {timeout} s: {status}")
+
+
+def final_status(client: PiaClient, kind: str, batch_id: str, timeout: float = 30) -> dict:
+    """The batch's status once processed, read through the Python client."""
+    deadline = time.monotonic() + timeout
+    while (status := client.batch_status(kind, batch_id))["progress"] not in FINISHED:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"batch {batch_id} not finished in {timeout} s: {status}")
+        time.sleep(0.05)
+    return status

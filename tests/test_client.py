@@ -2,7 +2,6 @@
 
 import asyncio
 import gzip
-import time
 import uuid
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
@@ -23,7 +22,7 @@ from client.tokens import Credentials, TokenCache, credentials_from_file
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
 from serving.demo import seed_demo_tenant
-from tests.batches import envelope, forecast_item
+from tests.batches import envelope, final_status, forecast_item
 from tests.conftest import client_of
 from tests.fault_proxy import FaultProxy
 
@@ -56,12 +55,7 @@ def upload(pia: PiaClient, kind: str, items: list[dict[str, Any]]) -> dict[str, 
     batch_id = str(uuid.uuid4())
     # Not asserting a 202: on a loaded machine a retried PUT may find the batch the lost attempt stored (200).
     pia.put_batch(kind, batch_id, gzip.compress(orjson.dumps(envelope(items))))
-    for _ in range(600):
-        status = pia.batch_status(kind, batch_id)
-        if status["progress"] not in ("PENDING", "PROCESSING"):
-            return status
-        time.sleep(0.05)
-    raise AssertionError(f"batch {batch_id} not finished")
+    return final_status(pia, kind, batch_id)
 
 
 def contract_schema(schema: pa.Schema) -> pl.Schema:

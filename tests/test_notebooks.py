@@ -3,7 +3,6 @@ without outputs."""
 
 import gzip
 import json
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +16,7 @@ from client.api import PiaClient
 from client.tokens import credentials_from_file
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER as PARAMETERS
 from contracts.batch_kinds import SALES_FORECAST as FORECASTS
+from tests.batches import final_status
 from tests.demo_process import Demo
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
@@ -41,15 +41,6 @@ def upload(client: PiaClient, kind: str, generated_at: datetime, items: list[dic
                 "items": items}
     client.put_batch(kind, batch_id, gzip.compress(orjson.dumps(document)))
     return batch_id
-
-
-def wait_final(client: PiaClient, kind: str, batch_id: str) -> dict:
-    for _ in range(600):
-        status = client.batch_status(kind, batch_id)
-        if status["progress"] not in ("PENDING", "PROCESSING"):
-            return status
-        time.sleep(0.1)
-    raise AssertionError(f"batch {batch_id} not processed: {status}")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +75,7 @@ def test_notebooks_run_against_a_loaded_demo(demo: Demo, tmp_path: Path) -> None
     first_run = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
     first = upload(client, FORECASTS, first_run, [forecast(store, sku, 2) for store in stores for sku in skus]
                    + [forecast(stores[0], "NO-SUCH-SKU", 1)])
-    wait_final(client, FORECASTS, first)
+    final_status(client, FORECASTS, first)
     summary = run_notebook("held_forecasts.ipynb", demo, tenant_id, tmp_path)
     keys = len(stores) * len(skus)
     assert summary == {"horizons": keys, "days": keys * 14, "stores": len(stores),
@@ -98,7 +89,7 @@ def test_notebooks_run_against_a_loaded_demo(demo: Demo, tmp_path: Path) -> None
     parameters = upload(client, PARAMETERS, first_run, [
         {"retailStoreNumber": stores[0], "skuNumber": skus[0], "reorderPoint": "4", "maximumInventory": "12"},
         {"retailStoreNumber": stores[0], "skuNumber": "NO-SUCH-SKU", "reorderPoint": "1", "maximumInventory": "2"}])
-    outcomes = [wait_final(client, kind, batch_id) for kind, batch_id in
+    outcomes = [final_status(client, kind, batch_id) for kind, batch_id in
                 ((FORECASTS, first), (FORECASTS, second), (FORECASTS, late), (PARAMETERS, parameters))]
     assert outcomes[2]["counts"]["superseded"] == len(skus)
 
