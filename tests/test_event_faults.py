@@ -337,7 +337,7 @@ def take_the_broker_away(scene: Scene) -> None:
     scene.writer.pause()
     # The test broker forgets everything: stop it only when the bridges have delivered and committed it all.
     assert_nothing_lost(scene.engine, scene.tenant_id, scene.receiver)
-    wait_for(lambda: consumer_group_caught_up(scene.kafka, scene.settings), 30, "the group's offsets committed")
+    wait_for(lambda: consumer_group_caught_up(scene.kafka, scene.settings), 90, "the group's offsets committed")
     before = {row.event_id for row in outbox(scene.engine, scene.tenant_id)}
     # The test broker comes back empty and numbers its log from 0 again, which real Kafka (a durable log) never
     # does, and it answers a fetch beyond its log end with nothing rather than OFFSET_OUT_OF_RANGE (Kafka's answer,
