@@ -25,12 +25,11 @@ from client.frames import ACCEPT_COLUMNAR, frame, next_cursor, page_table
 from client.retries import RetryPolicy, failure
 from client.tokens import Credentials, TokenCache, token_request
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from contracts.held_datasets import ARROW_STREAM, REPLENISHMENT_PARAMETERS, SALES_FORECAST_DAYS, SALES_FORECASTS
+from contracts.held_datasets import ARROW_STREAM, FORECAST_LAYOUTS, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
 
 SCOPE = "demand_planning"
 BATCH_COLLECTIONS = {SALES_FORECAST: "sales_forecast_batches",
                      REPLENISHMENT_PARAMETER: "replenishment_parameter_batches"}
-FORECAST_LAYOUTS = {"horizon": SALES_FORECASTS, "daily": SALES_FORECAST_DAYS}
 JSON = "application/json"
 
 

@@ -43,6 +43,9 @@ SALES_FORECAST_DAYS = pa.schema([
     pa.field("modifiedTime", INSTANT, nullable=False),
 ])
 
+# The forecast exports' layouts and their schemas.
+FORECAST_LAYOUTS = {"horizon": SALES_FORECASTS, "daily": SALES_FORECAST_DAYS}
+
 # One row per retail store and SKU of its assortment: the values in use and where they come from.
 REPLENISHMENT_PARAMETERS = pa.schema([
     pa.field("retailStoreNumber", pa.string(), nullable=False),

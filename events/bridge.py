@@ -41,7 +41,7 @@ from events.servicebus import ServiceBusDestination
 from events.webhook import WebhookDestination
 from settings import Settings
 from store import event_delivery
-from store.destinations import DestinationSettings
+from store.destinations import DestinationSettings, get_destination
 from store.event_delivery import StoreKey
 from store.secrets import SecretBox, SecretKeyError, secret_box
 
@@ -142,8 +142,10 @@ class StoreDelivery:
         return not stop.is_set()
 
     async def _destination_set_again(self) -> bool:
-        stored = await asyncio.to_thread(event_delivery.destination_version, self._shared.engine, self.store)
-        return self._destination_version is not None and stored != self._destination_version
+        stored = await asyncio.to_thread(get_destination, self._shared.engine, self.store.tenant_id,
+                                         self.store.ecom_store_id)
+        version = stored.modified_time if stored else None
+        return self._destination_version is not None and version != self._destination_version
 
     async def attempt(self, lane: Lane, events: Sequence[OutgoingEvent]) -> int:
         """One try at the events (the lane's next ones, in order, at most next_batch_size(lane)); returns how many

@@ -10,10 +10,9 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from contracts.held_datasets import (
+    FORECAST_LAYOUTS,
     PARQUET,
     REPLENISHMENT_PARAMETERS,
-    SALES_FORECAST_DAYS,
-    SALES_FORECASTS,
     encoded,
 )
 from store.held_export import Layout, replenishment_parameter_batches, sales_forecast_batches
@@ -25,7 +24,7 @@ def export_held(engine: sa.Engine, tenant_id: str, dataset: str, out: Path, *, t
     when complete. Returns the number of rows written."""
     if dataset == "forecasts":
         batches = sales_forecast_batches(engine, tenant_id, today=today, layout=layout)
-        schema = SALES_FORECASTS if layout == "horizon" else SALES_FORECAST_DAYS
+        schema = FORECAST_LAYOUTS[layout]
     else:
         batches = replenishment_parameter_batches(engine, tenant_id)
         schema = REPLENISHMENT_PARAMETERS

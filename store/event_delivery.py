@@ -129,13 +129,6 @@ def dead_letter(engine: sa.Engine, store: StoreKey, event_id: str) -> None:
         conn.execute(outbox.update().where(_unsettled([event_id])).values(dead_letter_time=utc_now()))
 
 
-def destination_version(engine: sa.Engine, store: StoreKey) -> datetime | None:
-    """When the store's destination was last set; None when it has none."""
-    with engine.connect() as conn:
-        return conn.scalar(sa.select(destinations.c.modified_time).where(
-            destinations.c.tenant_id == store.tenant_id, destinations.c.ecom_store_id == store.ecom_store_id))
-
-
 def destination_settings(engine: sa.Engine, box: SecretBox,
                          store: StoreKey) -> tuple[DestinationSettings, datetime] | None:
     """The store's destination with its secret opened, and when it was last set; None when it has none."""

@@ -38,11 +38,10 @@ from contracts.demand_planning_models import (
 from contracts.errors import NotFound, ValidationFailed
 from contracts.held_datasets import (
     ARROW_STREAM,
+    FORECAST_LAYOUTS,
     NEXT_CURSOR_HEADER,
     PARQUET,
     REPLENISHMENT_PARAMETERS,
-    SALES_FORECAST_DAYS,
-    SALES_FORECASTS,
     encoded,
 )
 from contracts.limits import (
@@ -358,7 +357,7 @@ async def export_sales_forecasts(tenantId: str) -> Response:
     if layout not in LAYOUTS:
         raise _query_error("layout", "INVALID_VALUE", f"layout must be one of {', '.join(LAYOUTS)}.")
     batches = sales_forecast_batches(services().engine, tenantId, today=utc_now().date(), layout=layout)
-    return _export_response(batches, SALES_FORECASTS if layout == "horizon" else SALES_FORECAST_DAYS)
+    return _export_response(batches, FORECAST_LAYOUTS[layout])
 
 
 @blueprint.get("/replenishment_parameters/export")
