@@ -9,7 +9,7 @@ COPY serving serving
 COPY settings settings
 COPY events events
 COPY benchmarks benchmarks
-COPY store store
+COPY db db
 RUN uv sync --locked --no-dev
 ENV PATH="/app/.venv/bin:$PATH"
 ENTRYPOINT ["pia"]

@@ -4,7 +4,7 @@ assortment, read over HTTP at concurrency 8, beside `GET /healthcheck` measured 
     uv run python -m benchmarks.catalogue_read --backend duckdb
     uv run python -m benchmarks.catalogue_read --backend postgresql   # the server of PIA_TEST_POSTGRES_URL
 
-The catalogue is written in bulk (Arrow → DuckDB, COPY → PostgreSQL, through store/bulk.py). The server is
+The catalogue is written in bulk (Arrow → DuckDB, COPY → PostgreSQL, through db/bulk.py). The server is
 `pia` in a process of its own (as benchmarks/request_overhead.py starts it); the client is one process of asyncio
 h11 connections, each sending its next request when the last answer is complete. Product and inventory reads
 pick a random product or SKU per request. Targets: a product read costs at most 3× a healthcheck (by
@@ -27,14 +27,12 @@ import sqlalchemy as sa
 from benchmarks.databases import backend_database
 from benchmarks.http_load import gets, measure
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
-from serving.admin import issue_client
-from settings import Settings
-from store.bulk import staged
-from store.clients import update_client
-from store.engine import create_engine
-from store.ids import new_id, utc_now
-from store.migrate import upgrade
-from store.schema import (
+from db.bulk import staged
+from db.clients import update_client
+from db.engine import create_engine
+from db.ids import new_id, utc_now
+from db.migrate import upgrade
+from db.schema import (
     assortment_lines,
     assortments,
     companies,
@@ -53,8 +51,10 @@ from store.schema import (
     vat_rates,
     warehouses,
 )
-from store.secrets import new_secret_key
-from store.tenants import create_tenant
+from db.secrets import new_secret_key
+from db.tenants import create_tenant
+from serving.admin import issue_client
+from settings import Settings
 
 PRODUCTS, SKUS_PER_PRODUCT = 20_000, 5
 CONCURRENCY = 8

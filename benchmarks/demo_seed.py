@@ -22,18 +22,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
-import store.inserts
 
+import db.bulk
 from benchmarks.databases import scratch_postgres_url
+from db.backoffice import load_document
+from db.engine import create_engine
+from db.ids import new_id
+from db.migrate import upgrade
+from db.secrets import new_secret_key
+from db.tenants import create_tenant
 from serving.demo import seed_demo_tenant
 from serving.demo_data import DEMO_PRODUCTS, demo_document
 from settings import Settings
-from store.backoffice import load_document
-from store.engine import create_engine
-from store.ids import new_id
-from store.migrate import upgrade
-from store.secrets import new_secret_key
-from store.tenants import create_tenant
 
 
 def timed(action: Callable[[], object]) -> float:
@@ -51,12 +51,12 @@ def measure(engine: sa.Engine, rounds: int) -> dict[str, float]:
     def full_load(bulk: bool) -> float:
         tenant_id = create_tenant(engine, f"bench {new_id()}", is_test=False)
         document = demo_document("bench", DEMO_PRODUCTS, tenant_id)
-        threshold = store.inserts._BULK_FROM_ROWS
-        store.inserts._BULK_FROM_ROWS = threshold if bulk else sys.maxsize
+        threshold = db.bulk._BULK_FROM_ROWS
+        db.bulk._BULK_FROM_ROWS = threshold if bulk else sys.maxsize
         try:
             seconds = timed(lambda: load_document(engine, tenant_id, document))
         finally:
-            store.inserts._BULK_FROM_ROWS = threshold
+            db.bulk._BULK_FROM_ROWS = threshold
         sample("again (no change)", timed(lambda: load_document(engine, tenant_id, document)))
         return seconds
 

@@ -25,14 +25,14 @@ import orjson
 import sqlalchemy as sa
 
 from benchmarks.databases import backend_database
+from db.backoffice import load_document
+from db.clients import DEMAND_PLANNING_PERMISSION
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.secrets import new_secret_key
+from db.tenants import create_tenant
 from serving.admin import issue_client
 from settings import Settings
-from store.backoffice import load_document
-from store.clients import DEMAND_PLANNING_PERMISSION
-from store.engine import create_engine
-from store.migrate import upgrade
-from store.secrets import new_secret_key
-from store.tenants import create_tenant
 
 BATCHES, ITEMS_PER_BATCH, DAYS = 200, 5_000, 30
 STORES, SKUS = 100, 10_000  # 1,000,000 distinct store and SKU keys: every item lands on a key of its own

@@ -43,16 +43,16 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from benchmarks.catalogue_read import seed
 from benchmarks.databases import scratch_postgres_url
+from contracts.event_message import OutgoingEvent
 from contracts.events import INVENTORY_UPDATED
-from events.delivery import OutgoingEvent
-from events.outbox import assortment_events
+from db.catalogue import visible_skus
+from db.destinations import DestinationSettings, set_destination
+from db.engine import create_engine
+from db.ids import new_id, utc_now
+from db.outbox import assortment_events
+from db.schema import event_outbox, skus
+from db.secrets import new_secret_key, secret_box
 from settings import Settings
-from store.catalogue import visible_skus
-from store.destinations import DestinationSettings, set_destination
-from store.engine import create_engine
-from store.ids import new_id, utc_now
-from store.schema import event_outbox, skus
-from store.secrets import new_secret_key, secret_box
 
 PARTITIONS = 12
 TOPIC, BASELINE_TOPIC = "pia.events", "bench.baseline"

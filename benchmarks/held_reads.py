@@ -5,7 +5,7 @@ in the same run against the same server.
     uv run python -m benchmarks.held_reads --backend duckdb
 
 The forecasts (200 stores × 5,000 SKUs, 28 days each) are written in bulk (Arrow → DuckDB, COPY → PostgreSQL,
-through store/bulk.py), not through the API. The server is `pia` in a process of its own (as
+through db/bulk.py), not through the API. The server is `pia` in a process of its own (as
 benchmarks/request_overhead.py starts it); one client reads everything, page after page with `limit=5000`,
 decoding each answer as a client would (JSON into dicts, Arrow into a table), or the export as one stream.
 Printed: rows/s, CPU seconds of the server and of the client per million rows, and the ratio to JSON pages.
@@ -28,16 +28,16 @@ import sqlalchemy as sa
 from benchmarks.databases import backend_database
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
 from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER
+from db.bulk import staged
+from db.clients import DEMAND_PLANNING_PERMISSION, update_client
+from db.engine import create_engine
+from db.ids import new_id, utc_now
+from db.migrate import upgrade
+from db.schema import sales_forecasts
+from db.secrets import new_secret_key
+from db.tenants import create_tenant
 from serving.admin import issue_client
 from settings import Settings
-from store.bulk import staged
-from store.clients import DEMAND_PLANNING_PERMISSION, update_client
-from store.engine import create_engine
-from store.ids import new_id, utc_now
-from store.migrate import upgrade
-from store.schema import sales_forecasts
-from store.secrets import new_secret_key
-from store.tenants import create_tenant
 
 STORES, SKUS_PER_STORE, DAYS = 200, 5_000, 28
 PAGE = 5_000

@@ -30,15 +30,15 @@ import orjson
 from contracts.batch_kinds import SALES_FORECAST
 from contracts.formats import MAX_KEY_LENGTH
 from contracts.limits import EXPECTED_HORIZON_DAYS, MAX_HORIZON_DAYS, MAX_ITEMS_PER_BATCH, RECOMMENDED_ITEMS_PER_BATCH
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.tenants import create_tenant
 from ingest.accept import accept_batch, accept_upload
 from ingest.body import decompress_body
 from ingest.envelope import check_batch
 from serving.jsonio import blocking
 from serving.uploads import UploadWork
 from settings import Settings
-from store.engine import create_engine
-from store.migrate import upgrade
-from store.tenants import create_tenant
 
 RUNS = 30
 TODAY = date(2026, 11, 21)

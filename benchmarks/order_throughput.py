@@ -36,14 +36,14 @@ import sqlalchemy as sa
 from benchmarks.databases import backend_database
 from benchmarks.http_load import gets, measure
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _cpu_seconds, _start
+from db.clients import update_client
+from db.engine import create_engine, is_duckdb
+from db.migrate import upgrade
+from db.schema import ecom_stores
+from db.secrets import new_secret_key
 from serving.admin import issue_client
 from serving.demo import seed_demo_tenant
 from settings import Settings
-from store.clients import update_client
-from store.engine import create_engine, is_duckdb
-from store.migrate import upgrade
-from store.schema import ecom_stores
-from store.secrets import new_secret_key
 
 CONCURRENCY, LINES = 8, 5
 

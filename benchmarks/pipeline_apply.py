@@ -28,14 +28,14 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.rendering import decimal
+from db.backoffice import load_document
+from db.engine import create_engine
+from db.ids import new_id
+from db.migrate import upgrade
+from db.schema import sales_forecasts
+from db.tenants import create_tenant
 from pipeline.apply import apply_batch, quantities_json
 from settings import Settings
-from store.backoffice import load_document
-from store.engine import create_engine
-from store.ids import new_id
-from store.migrate import upgrade
-from store.schema import sales_forecasts
-from store.tenants import create_tenant
 
 POSTGRES_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 # One store per batch, and one more for the baseline's batch, whose keys are then new as well.

@@ -34,13 +34,13 @@ from quart import Quart, Response
 
 from benchmarks.databases import backend_database
 from contracts.limits import published_limits
+from db.clients import DEMAND_PLANNING_PERMISSION, update_client
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.secrets import new_secret_key
+from db.tenants import create_tenant
 from serving.admin import issue_client
 from settings import Settings
-from store.clients import DEMAND_PLANNING_PERMISSION, update_client
-from store.engine import create_engine
-from store.migrate import upgrade
-from store.secrets import new_secret_key
-from store.tenants import create_tenant
 
 UNREACHABLE_RATE_LIMIT = 10**9
 

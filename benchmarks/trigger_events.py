@@ -1,6 +1,6 @@
 """`trigger_events` at 100,000 SKUs (issue 9 point 4): the outbox writes of POST /products/trigger_events (20,000
 products) and POST /inventory/trigger_events (100,000 SKUs), beside a bare bulk insert of the same number of outbox
-rows (store.bulk.insert_rows of rows built beforehand) measured in the same run.
+rows (db.bulk.insert_rows of rows built beforehand) measured in the same run.
 
     uv run python -m benchmarks.trigger_events --backend duckdb
     uv run python -m benchmarks.trigger_events --backend postgresql   # the server of PIA_TEST_POSTGRES_URL
@@ -23,14 +23,14 @@ import sqlalchemy as sa
 from benchmarks.catalogue_read import seed
 from benchmarks.databases import backend_database
 from contracts.events import INVENTORY_UPDATED, PRODUCT_UPDATED
-from events.outbox import assortment_events
+from db.bulk import insert_rows
+from db.catalogue import visible_product_ids, visible_skus
+from db.engine import create_engine
+from db.ids import new_id, utc_now
+from db.outbox import assortment_events
+from db.schema import event_outbox, skus
+from db.secrets import new_secret_key
 from settings import Settings
-from store.bulk import insert_rows
-from store.catalogue import visible_product_ids, visible_skus
-from store.engine import create_engine
-from store.ids import new_id, utc_now
-from store.schema import event_outbox, skus
-from store.secrets import new_secret_key
 
 ROUNDS = 3
 

@@ -29,12 +29,12 @@ import httpx
 import orjson
 
 from contracts.limits import MAX_HORIZON_DAYS, MAX_ITEMS_PER_BATCH
+from db.clients import DEMAND_PLANNING_PERMISSION
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.tenants import create_tenant
 from serving.admin import issue_client
 from settings import Settings
-from store.clients import DEMAND_PLANNING_PERMISSION
-from store.engine import create_engine
-from store.migrate import upgrade
-from store.tenants import create_tenant
 
 UPLOADS, ROUNDS, UNLOADED_SAMPLES = 4, 3, 300
 MODES = {"worker processes": "2", "threads (baseline)": "0"}  # PIA_UPLOAD_PROCESSES

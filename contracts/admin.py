@@ -113,7 +113,7 @@ class BackofficeDocument(RootModel[dict[str, Any]]):
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
-        # store.backoffice checks documents against that JSON Schema; this model only documents it.
+        # db.backoffice checks documents against that JSON Schema; this model only documents it.
         return _inlined_backoffice_schema()
 
 
@@ -235,7 +235,7 @@ class EventDestination(RootModel[Annotated[ServiceBusDestinationAnswer | Webhook
     """The stored destination; its secret is never returned."""
 
 
-# Event delivery as operators see it (store/event_operations.py): per eCom store, and its dead letters.
+# Event delivery as operators see it (db/event_operations.py): per eCom store, and its dead letters.
 
 
 class EventDeliveryState(Shape):

@@ -36,14 +36,15 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 
-from events.delivery import DeliveryFailed, Destination, OutgoingEvent
+from contracts.event_message import OutgoingEvent
+from db import event_delivery
+from db.destinations import DestinationSettings, get_destination
+from db.event_delivery import StoreKey
+from db.secrets import SecretBox, SecretKeyError, secret_box
+from events.delivery import DeliveryFailed, Destination
 from events.servicebus import ServiceBusDestination
 from events.webhook import WebhookDestination
 from settings import Settings
-from store import event_delivery
-from store.destinations import DestinationSettings, get_destination
-from store.event_delivery import StoreKey
-from store.secrets import SecretBox, SecretKeyError, secret_box
 
 log = logging.getLogger("pia.bridge")
 T = TypeVar("T")

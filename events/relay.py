@@ -8,7 +8,7 @@ and go again next round, so a row reaches Kafka at least once, possibly twice.
 
 On PostgreSQL several relays (one per `pia worker`) share the outbox: each claims rows with FOR UPDATE SKIP
 LOCKED, so in the normal case no row is sent twice, and each wakes at once on the NOTIFY a writing transaction
-sends at commit (events/outbox.py), with the slow poll relay_poll_seconds as the safety net. On DuckDB the serve
+sends at commit (db/outbox.py), with the slow poll relay_poll_seconds as the safety net. On DuckDB the serve
 process owns the file and runs the one relay, which polls. While Kafka (or the database) fails, rounds are tried
 again after an exponential backoff with jitter; the rows wait in the outbox meanwhile.
 """
@@ -23,13 +23,13 @@ import sqlalchemy as sa
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from events.delivery import OutgoingEvent
-from events.outbox import OUTBOX_CHANNEL
+from contracts.event_message import OutgoingEvent
+from db.engine import is_duckdb
+from db.ids import utc_now
+from db.outbox import OUTBOX_CHANNEL
+from db.schema import event_outbox
 from pipeline.worker import RetryPolicy, is_transient
 from settings import Settings
-from store.engine import is_duckdb
-from store.ids import utc_now
-from store.schema import event_outbox
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,9 @@ from azure.servicebus.exceptions import (
     ServiceBusError,
 )
 
-from events.delivery import DeliveryFailed, OutgoingEvent
-from store.destinations import DestinationSettings
+from contracts.event_message import OutgoingEvent
+from db.destinations import DestinationSettings
+from events.delivery import DeliveryFailed
 
 SEND_TIMEOUT_SECONDS = 10.0  # one delivery, connecting and signing in included
 

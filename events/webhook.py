@@ -25,8 +25,9 @@ import aiohttp
 from standardwebhooks import Webhook
 from yarl import URL
 
-from events.delivery import DeliveryFailed, OutgoingEvent
-from store.destinations import DestinationSettings
+from contracts.event_message import OutgoingEvent
+from db.destinations import DestinationSettings
+from events.delivery import DeliveryFailed
 
 _STANDARD_PREFIX = "whsec_"
 _CREDENTIALS_REFUSED = {401, 403}

@@ -22,10 +22,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from contracts.errors import BatchIdReused, ValidationFailed
+from db.batches import StagedBatch, get_batch, record_batch
+from db.staging import stage_items, staged_name
 from ingest.body import decompress_body
 from ingest.envelope import check_batch
-from store.batches import StagedBatch, get_batch, record_batch
-from store.staging import stage_items, staged_name
 
 Runner = Callable[..., Awaitable[Any]]  # runs function(*args, **kwargs) somewhere and returns its result
 

@@ -18,8 +18,8 @@ from polars.expr.whenthen import ChainedThen
 
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.limits import MAX_REJECTED_ITEMS_LISTED
+from db.schema import sales_forecasts, store_assortment_lines
 from pipeline import bulk
-from store.schema import sales_forecasts, store_assortment_lines
 
 _KEY = ("is_ecom", "store_number", "sku_number")
 # A verdict that is not a rejection: the user locked the store's values for the SKU.

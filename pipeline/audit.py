@@ -1,6 +1,6 @@
 """`pia pipeline audit`: the data-quality contract (contracts/held_data_expectations.py) run over held data.
 
-The held rows are read the way clients get them, through store/held.py (its expiry filter, and its parameter
+The held rows are read the way clients get them, through db/held.py (its expiry filter, and its parameter
 pages with their resolution), so the audit sees exactly what the API returns. The lines the parameters
 resolve from are read from the assortment tables on their own, to check the resolution against them. Polars
 derives the facts each rule needs; great-expectations validates them and writes Data Docs.
@@ -32,8 +32,8 @@ from contracts.held_data_expectations import (
     held_data_suites,
 )
 from contracts.limits import MAX_PAGE_SIZE
+from db.held import KeyT, Page, replenishment_parameter_page, unexpired_forecasts
 from pipeline import bulk
-from store.held import KeyT, Page, replenishment_parameter_page, unexpired_forecasts
 
 _DECIMAL = pl.Decimal(18, 4)
 # Offending rows listed per expectation in the report (the Data Docs list as many).

@@ -1,4 +1,4 @@
-"""Bulk reads and upserts of the pipeline, over rows staged as Arrow (`store.bulk.staged`); no statement runs
+"""Bulk reads and upserts of the pipeline, over rows staged as Arrow (`db.bulk.staged`); no statement runs
 per row."""
 
 from collections.abc import Mapping, Sequence
@@ -8,8 +8,8 @@ import polars as pl
 import pyarrow as pa
 import sqlalchemy as sa
 
-from store.bulk import driver_connection, staged
-from store.engine import is_duckdb
+from db.bulk import driver_connection, staged
+from db.engine import is_duckdb
 
 
 def fetch(conn: sa.Connection, sql: str, params: Mapping[str, Any], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:

@@ -16,17 +16,17 @@ import orjson
 import sqlalchemy as sa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from db.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, outcomes, requeue_failed
+from db.engine import create_engine
+from db.held_export import LAYOUTS, Layout
+from db.ids import utc_now
+from db.migrate import upgrade
+from db.order_processing import run_order_processor
+from db.tenants import list_tenants
 from events.relay import run_relay
 from pipeline.export import export_held
 from pipeline.worker import Pipeline, run_supervised
 from settings import Settings
-from store.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, outcomes, requeue_failed
-from store.engine import create_engine
-from store.held_export import LAYOUTS, Layout
-from store.ids import utc_now
-from store.migrate import upgrade
-from store.order_processing import run_order_processor
-from store.tenants import list_tenants
 
 
 def _pipeline() -> tuple[Settings, sa.Engine, Pipeline]:

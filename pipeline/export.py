@@ -15,7 +15,7 @@ from contracts.held_datasets import (
     REPLENISHMENT_PARAMETERS,
     encoded,
 )
-from store.held_export import Layout, replenishment_parameter_batches, sales_forecast_batches
+from db.held_export import Layout, replenishment_parameter_batches, sales_forecast_batches
 
 
 def export_held(engine: sa.Engine, tenant_id: str, dataset: str, out: Path, *, today: date,

@@ -30,9 +30,7 @@ import psycopg
 import pyarrow as pa
 import sqlalchemy as sa
 
-from pipeline.apply import apply_batch
-from settings import Settings
-from store.batches import (
+from db.batches import (
     FAILED,
     PROCESSING,
     fail_batch,
@@ -43,11 +41,13 @@ from store.batches import (
     retry_later,
     tenants_ready,
 )
-from store.engine import is_duckdb
-from store.ids import new_id, utc_now
-from store.retention import RetentionPolicy, remove_expired
-from store.staging import read_staged
-from store.workers import beat, retire
+from db.engine import is_duckdb
+from db.ids import new_id, utc_now
+from db.retention import RetentionPolicy, remove_expired
+from db.staging import read_staged
+from db.workers import beat, retire
+from pipeline.apply import apply_batch
+from settings import Settings
 
 log = logging.getLogger(__name__)
 

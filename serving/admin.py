@@ -21,6 +21,22 @@ import sqlalchemy as sa
 from contracts.admin import DESTINATION_KINDS, LOCATION_TYPES
 from contracts.errors import ApiError
 from contracts.rendering import instant
+from db.audit import client_events
+from db.clients import (
+    DEMAND_PLANNING_PERMISSION,
+    SCOPES,
+    Client,
+    ClientRejected,
+    create_client,
+    find_client,
+    list_clients,
+    update_client,
+)
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.secrets import SecretBox, SecretKeyError, new_secret_key, reseal_all, secret_box
+from db.signing_keys import prepare_signing_keys
+from db.tenants import create_tenant, get_tenant, list_tenants
 from serving import admin_operations
 from serving.admin_client import (
     AdminCallFailed,
@@ -32,22 +48,6 @@ from serving.admin_client import (
 from serving.credentials import hash_secret, new_secret
 from serving.tokens import rotate_signing_key
 from settings import Settings
-from store.audit import client_events
-from store.clients import (
-    DEMAND_PLANNING_PERMISSION,
-    SCOPES,
-    Client,
-    ClientRejected,
-    create_client,
-    find_client,
-    list_clients,
-    update_client,
-)
-from store.engine import create_engine
-from store.migrate import upgrade
-from store.secrets import SecretBox, SecretKeyError, new_secret_key, reseal_all, secret_box
-from store.signing_keys import prepare_signing_keys
-from store.tenants import create_tenant, get_tenant, list_tenants
 
 
 def _engine() -> sa.Engine:

@@ -12,18 +12,18 @@ from contracts.admin import DESTINATION_MODELS, DeadLetterQuery, DestinationKind
 from contracts.errors import InvalidRequest, NotFound
 from contracts.orders import OrderLinesRequest, ReturnRequest, ShipRequest
 from contracts.rendering import decimal, instant
+from db.backoffice import DocumentInvalid, load_document
+from db.destinations import DestinationSettings, EventDestination, get_destination, set_destination
+from db.event_operations import DeadLetter, DeliveryState, dead_letters, delivery_state, replay_dead_letters
+from db.fulfilment import cancel, pick, ship
+from db.orders import read_order
+from db.reference import release_retail_store
+from db.returns import return_units
+from db.secrets import SecretBox
+from db.stock import StockLevel, StockNotFound, StockRefused, adjust_stock
 from serving.routes.orders import order_json
 from serving.routes.stores import retail_store_json
 from serving.validation import validated
-from store.backoffice import DocumentInvalid, load_document
-from store.destinations import DestinationSettings, EventDestination, get_destination, set_destination
-from store.event_operations import DeadLetter, DeliveryState, dead_letters, delivery_state, replay_dead_letters
-from store.fulfilment import cancel, pick, ship
-from store.orders import read_order
-from store.reference import release_retail_store
-from store.returns import return_units
-from store.secrets import SecretBox
-from store.stock import StockLevel, StockNotFound, StockRefused, adjust_stock
 
 # DocumentError carries a path and a message; every problem of a document is reported under this code.
 INVALID_DOCUMENT = "INVALID_DOCUMENT"
@@ -150,7 +150,7 @@ def replay(engine: sa.Engine, tenant_id: str, ecom_store_id: str, body: Any) -> 
     return {"replayed": replayed}
 
 
-# Orders: each change runs in its own transaction on the locked order (store/fulfilment.py, store/returns.py) and
+# Orders: each change runs in its own transaction on the locked order (db/fulfilment.py, db/returns.py) and
 # answers with the order record as it then stands, documents included. Any eCom store's order of the tenant.
 
 

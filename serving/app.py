@@ -21,6 +21,10 @@ from contracts.errors import (
     OtherHttpError,
 )
 from contracts.limits import MAX_REQUEST_BYTES
+from db.audit import AuditWriter
+from db.ids import new_id
+from db.order_processing import run_order_processor
+from db.secrets import secret_box
 from events import bridge
 from events.relay import run_relay
 from pipeline.worker import Pipeline, run_supervised
@@ -46,10 +50,6 @@ from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
 from serving.uploads import UploadWork
 from settings import Settings
-from store.audit import AuditWriter
-from store.ids import new_id
-from store.order_processing import run_order_processor
-from store.secrets import secret_box
 
 log = logging.getLogger("pia.request")
 # A caller's own request id is kept when it is short and safe to echo into logs and headers.

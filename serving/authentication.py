@@ -10,9 +10,9 @@ from cachetools import TLRUCache, TTLCache
 from joserfc.jws import extract_compact
 
 from contracts.errors import Unauthorized
+from db.clients import Client, get_client
 from serving.jsonio import blocking
 from serving.tokens import TokenAuthority, TokenClaims
-from store.clients import Client, get_client
 
 # Bounds on the caches' memory; a busy replica sees far fewer live tokens and clients than this.
 VERIFIED_TOKENS = 10_000

@@ -8,10 +8,10 @@ import orjson
 import sqlalchemy as sa
 
 from contracts.rendering import decimal, instant
+from db.campaigns import Campaign
+from db.catalogue import ProductRecord
+from db.inventory import WAREHOUSE, SkuInventory
 from serving.routes.stores import status_of
-from store.campaigns import Campaign
-from store.catalogue import ProductRecord
-from store.inventory import WAREHOUSE, SkuInventory
 
 # The fields a list adds to {"id","code","name"}: wire name → column.
 _LIST_FIELDS: dict[str, dict[str, str]] = {

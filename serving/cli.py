@@ -44,8 +44,8 @@ def db() -> None:
 @db.command("upgrade")
 def db_upgrade() -> None:
     """Create the schema or migrate it to the newest revision, keeping the data."""
-    from store.engine import create_engine
-    from store.migrate import current_revision, upgrade
+    from db.engine import create_engine
+    from db.migrate import current_revision, upgrade
 
     engine = create_engine(Settings())
     before = current_revision(engine)
@@ -58,9 +58,9 @@ def db_upgrade() -> None:
 @click.option("--port", default=8080, show_default=True, type=int)
 def serve(host: str, port: int) -> None:
     """Serve the API (embedded DuckDB by default, PostgreSQL when PIA_DATABASE_URL names one)."""
+    from db.engine import create_engine
+    from db.migrate import current_revision, head_revision, upgrade
     from serving.server import run
-    from store.engine import create_engine
-    from store.migrate import current_revision, head_revision, upgrade
 
     settings = Settings()
     engine = create_engine(settings)
@@ -75,9 +75,9 @@ def serve(host: str, port: int) -> None:
 def bridge() -> None:
     """Deliver change events to each eCom store's destination until stopped (SIGTERM/SIGINT): from Kafka when
     PIA_KAFKA_BOOTSTRAP_SERVERS is set (run several: they share the partitions), else from the outbox."""
+    from db.engine import create_engine
+    from db.migrate import current_revision, head_revision
     from events.bridge import run_bridge
-    from store.engine import create_engine
-    from store.migrate import current_revision, head_revision
 
     settings = Settings()
     engine = create_engine(settings)

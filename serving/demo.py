@@ -7,16 +7,16 @@ import click
 import orjson
 import sqlalchemy as sa
 
+from db.backoffice import load_document
+from db.clients import DEMAND_PLANNING_PERMISSION
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.reference import list_ecom_stores, list_loyalty_programs
+from db.tenants import create_tenant, get_tenant
 from serving.admin import issue_client
 from serving.demo_data import DEMO_PRODUCTS, TEST_PRODUCTS, demo_document
 from serving.server import base_url, run
 from settings import Settings
-from store.backoffice import load_document
-from store.clients import DEMAND_PLANNING_PERMISSION
-from store.engine import create_engine
-from store.migrate import upgrade
-from store.reference import list_ecom_stores, list_loyalty_programs
-from store.tenants import create_tenant, get_tenant
 
 CREDENTIALS_FILE = "demo-credentials.json"
 DEMO_TENANTS = (("Nordlys Retail", False), ("Nordlys Retail (test)", True))

@@ -12,7 +12,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
-from store.backoffice.checking import gtin_check_digit
+from db.backoffice.checking import gtin_check_digit
 
 ASSORTMENT_CODE = "NETT"
 PRICE_LIST_CODE = "NETTPRIS"

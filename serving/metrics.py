@@ -3,7 +3,7 @@ gauges computed on scrape need no client library."""
 
 from collections.abc import Iterable
 
-from store.event_operations import StoreCounts
+from db.event_operations import StoreCounts
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

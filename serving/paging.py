@@ -1,4 +1,4 @@
-"""Opaque page cursors: the last row's key (a store/held.py page key) as URL-safe base64 of its JSON."""
+"""Opaque page cursors: the last row's key (a db/held.py page key) as URL-safe base64 of its JSON."""
 
 import base64
 import binascii
@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from store.held import PageKey
+from db.held import PageKey
 
 K = TypeVar("K", bound=PageKey)
 

@@ -8,12 +8,12 @@ import time
 from quart import Blueprint, Response, g, request
 
 from contracts.errors import Forbidden, TooManyRequests, Unauthorized
+from db.audit import AuditEvent
+from db.clients import DEMAND_PLANNING_PERMISSION, Client
+from db.ids import utc_now
 from serving.authentication import Caller
 from serving.ratelimit import RateLimitState
 from serving.services import services
-from store.audit import AuditEvent
-from store.clients import DEMAND_PLANNING_PERMISSION, Client
-from store.ids import utc_now
 
 
 def bearer_token() -> str:

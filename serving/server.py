@@ -8,9 +8,9 @@ import sqlalchemy as sa
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
+from db.secrets import SecretKeyError
 from serving.app import create_app
 from settings import Settings
-from store.secrets import SecretKeyError
 
 
 def base_url(host: str, port: int) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from quart import current_app
 
+from db.audit import AuditWriter
 from serving.authentication import Authenticator
 from serving.ratelimit import RateLimiter
 from serving.secret_verifier import SecretVerifier
@@ -13,7 +14,6 @@ from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
 from serving.uploads import UploadWork
 from settings import Settings
-from store.audit import AuditWriter
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ from joserfc.jwk import ECKey
 from joserfc.jws import extract_compact
 
 from contracts.errors import Unauthorized
+from db.clients import Client
+from db.ids import new_id
+from db.secrets import SecretBox
+from db.signing_keys import add_current_key, prepare_signing_keys, published_keys
 from serving.jsonio import blocking
-from store.clients import Client
-from store.ids import new_id
-from store.secrets import SecretBox
-from store.signing_keys import add_current_key, prepare_signing_keys, published_keys
 
 ALGORITHM = "ES256"
 # How long a process signs with its copy of the key set before reading the store again.
@@ -77,7 +77,7 @@ class TokenAuthority:
 
     def read_keys(self) -> None:
         """Read the key set now (creating the first key in an empty store); at start, so a missing or wrong
-        secret key fails there (store.secrets.SecretKeyError) rather than at the first request."""
+        secret key fails there (db.secrets.SecretKeyError) rather than at the first request."""
         self._keys_read_since(time.monotonic())
 
     def _keys_read_since(self, instant: float) -> dict[str, ECKey]:

@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     secret_check_max_pending: PositiveInt = 32
     # How long a process remembers a client secret it has checked, so repeat token requests skip argon2.
     secret_check_cache_seconds: NonNegativeFloat = 300.0
-    # Fernet keys sealing secrets at rest, comma-separated: the first seals, all open (see store/secrets.py).
+    # Fernet keys sealing secrets at rest, comma-separated: the first seals, all open (see db/secrets.py).
     # Empty means a key generated into data_dir for the embedded default; PostgreSQL requires it.
     secret_key: SecretStr = SecretStr("")
     # Bound on each connect and each command to a networked rate-limit store; past it the request is let

@@ -11,8 +11,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from store.ids import new_id, utc_now
-from store.schema import (
+from db.ids import new_id, utc_now
+from db.schema import (
     assortment_lines,
     assortments,
     campaign_skus,

@@ -16,13 +16,13 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
+from db.engine import create_engine
+from db.ids import new_id
+from db.migrate import upgrade
+from db.secrets import new_secret_key
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
 from settings import Settings
-from store.engine import create_engine
-from store.ids import new_id
-from store.migrate import upgrade
-from store.secrets import new_secret_key
 
 ENV = Settings()
 T = TypeVar("T")

@@ -15,13 +15,13 @@ from argon2 import PasswordHasher
 from click.testing import CliRunner
 
 from contracts import events
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.schema import api_clients, event_outbox, skus
 from serving.admin import issue_client
 from serving.cli import main
 from serving.demo import seed_demo_tenant
 from settings import Settings
-from store.engine import create_engine
-from store.migrate import upgrade
-from store.schema import api_clients, event_outbox, skus
 from tests.conftest import bearer, client_of, free_port, get_token, wait_for
 
 PIA = str(Path(sys.executable).parent / "pia")

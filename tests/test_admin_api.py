@@ -13,15 +13,11 @@ from click.testing import CliRunner
 
 from contracts import events
 from contracts.admin import EventDestination, LoadReport, ReleasedRetailStore, StockLevel
-from serving.admin import issue_client
-from serving.cli import main
-from serving.demo import seed_demo_tenant
-from serving.demo_data import BASE_CODE
-from store.audit import client_events
-from store.destinations import DestinationSettings, set_destination
-from store.ids import new_id
-from store.reference import list_retail_stores
-from store.schema import (
+from db.audit import client_events
+from db.destinations import DestinationSettings, set_destination
+from db.ids import new_id
+from db.reference import list_retail_stores
+from db.schema import (
     assortments,
     ecom_store_event_destinations,
     ecom_stores,
@@ -31,8 +27,12 @@ from store.schema import (
     stock_levels,
     warehouses,
 )
-from store.secrets import KEY_FILE, SecretBox, new_secret_key, secret_box
-from store.tenants import create_tenant
+from db.secrets import KEY_FILE, SecretBox, new_secret_key, secret_box
+from db.tenants import create_tenant
+from serving.admin import issue_client
+from serving.cli import main
+from serving.demo import seed_demo_tenant
+from serving.demo_data import BASE_CODE
 from tests.conftest import bearer, client_of, get_token, wait_for
 
 WEBHOOK_SECRET = "whsec-" + "s3cr3t-value-0123456789"

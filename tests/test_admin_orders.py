@@ -18,17 +18,17 @@ from click.testing import CliRunner
 
 from contracts import events
 from contracts.orders import CreateOrder
+from db.engine import create_engine
+from db.fulfilment import report_capture
+from db.ids import new_id
+from db.migrate import upgrade
+from db.order_processing import process_order
+from db.orders import create_order, read_order
+from db.schema import ecom_stores, event_outbox, orders, stock_levels
+from db.stock import adjust_stock
 from serving.cli import main
 from serving.demo import seed_demo_tenant
 from settings import Settings
-from store.engine import create_engine
-from store.fulfilment import report_capture
-from store.ids import new_id
-from store.migrate import upgrade
-from store.order_processing import process_order
-from store.orders import create_order, read_order
-from store.schema import ecom_stores, event_outbox, orders, stock_levels
-from store.stock import adjust_stock
 from tests.conftest import bearer, client_of
 from tests.openapi_check import assert_response_matches
 from tests.test_admin import PIA, Served

@@ -9,13 +9,13 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from db.audit import AuditEvent, AuditWriter
+from db.engine import create_engine
+from db.ids import utc_now
+from db.migrate import upgrade
+from db.schema import audit_events
 from serving.app import create_app
 from settings import Settings
-from store.audit import AuditEvent, AuditWriter
-from store.engine import create_engine
-from store.ids import utc_now
-from store.migrate import upgrade
-from store.schema import audit_events
 from tests.conftest import ENV, LiveServer, bearer, client_of, free_port, get_token, service_missing, wait_for
 
 
@@ -33,7 +33,7 @@ def _written(engine: sa.Engine, request_ids: list[str]) -> dict[str, sa.Row]:
 
 def test_rows_waiting_at_shutdown_are_written_before_the_server_stops(settings, engine, world, monkeypatch) -> None:
     # No timed flush within the test: a row can only reach the table through the shutdown.
-    monkeypatch.setattr("store.audit.FLUSH_SECONDS", 600.0)
+    monkeypatch.setattr("db.audit.FLUSH_SECONDS", 600.0)
     port = free_port()
     live = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}"), port)
     live.start()
@@ -74,9 +74,9 @@ def missing_database() -> Iterator[tuple[sa.Engine, sa.Engine]]:
 def test_rows_wait_for_an_unreachable_database_and_overflow_is_dropped_loudly(
         missing_database, caplog, monkeypatch) -> None:
     engine, admin = missing_database
-    caplog.set_level(logging.WARNING, logger="store.audit")
-    monkeypatch.setattr("store.audit.QUEUE_ROWS", 3)
-    monkeypatch.setattr("store.audit.BATCH_ROWS", 2)
+    caplog.set_level(logging.WARNING, logger="db.audit")
+    monkeypatch.setattr("db.audit.QUEUE_ROWS", 3)
+    monkeypatch.setattr("db.audit.BATCH_ROWS", 2)
     writer = AuditWriter(engine)
     writer.start()
     try:
@@ -131,9 +131,9 @@ def test_a_row_the_database_refuses_costs_only_that_row(postgres_url, tmp_path, 
 def test_shutdown_gives_up_on_an_unreachable_database_and_says_how_many_rows_are_lost(
         missing_database, caplog, monkeypatch) -> None:
     engine, _ = missing_database
-    caplog.set_level(logging.WARNING, logger="store.audit")
-    monkeypatch.setattr("store.audit.CLOSE_SECONDS", 0.5)
-    monkeypatch.setattr("store.audit.BATCH_ROWS", 2)
+    caplog.set_level(logging.WARNING, logger="db.audit")
+    monkeypatch.setattr("db.audit.CLOSE_SECONDS", 0.5)
+    monkeypatch.setattr("db.audit.BATCH_ROWS", 2)
     writer = AuditWriter(engine)
     writer.start()
     for _ in range(5):

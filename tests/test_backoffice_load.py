@@ -8,9 +8,8 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from serving.demo_data import DEMO_RESOLUTION_EXAMPLES, demo_document
-from store.backoffice import DocumentInvalid, load_document
-from store.schema import (
+from db.backoffice import DocumentInvalid, load_document
+from db.schema import (
     assortment_lines,
     assortments,
     campaign_skus,
@@ -35,7 +34,8 @@ from store.schema import (
     vat_rates,
     warehouses,
 )
-from store.tenants import create_tenant
+from db.tenants import create_tenant
+from serving.demo_data import DEMO_RESOLUTION_EXAMPLES, demo_document
 from tests.backoffice_documents import VALID_GTIN_8, VALID_GTIN_12, VALID_GTIN_13, catalogue_document, customer_id
 
 TABLES = (companies, skus, assortments, assortment_lines, retail_stores, ecom_stores, loyalty_programs,

@@ -25,17 +25,17 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import RecordMetadata
 
 from contracts import events as subjects
+from contracts.event_message import OutgoingEvent
+from db.destinations import DestinationSettings, set_destination
+from db.event_delivery import NO_DESTINATION, StoreKey, undelivered
+from db.ids import new_id, utc_now
+from db.outbox import pair_events
+from db.schema import ecom_stores, event_delivery_state, event_outbox
+from db.secrets import secret_box
+from db.tenants import create_tenant
 from events.bridge import lane_of, run_bridge
-from events.delivery import OutgoingEvent
-from events.outbox import pair_events
 from events.webhook import WebhookDestination
 from settings import Settings
-from store.destinations import DestinationSettings, set_destination
-from store.event_delivery import NO_DESTINATION, StoreKey, undelivered
-from store.ids import new_id, utc_now
-from store.schema import ecom_stores, event_delivery_state, event_outbox
-from store.secrets import secret_box
-from store.tenants import create_tenant
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 from tests.webhook_receiver import WebhookReceiver
 

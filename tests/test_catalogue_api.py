@@ -12,11 +12,11 @@ from pydantic import TypeAdapter
 from quart_schema.validation import QUART_SCHEMA_RESPONSE_ATTRIBUTE
 
 from contracts.events import INVENTORY_UPDATED, PRODUCT_UPDATED, REFERENCE_LISTS
+from db.ids import new_id, utc_now
+from db.schema import event_outbox, loyalty_programs, skus
 from serving.demo import seed_demo_tenant
 from serving.routes import ecom
 from serving.routes import loyalty_programs as loyalty_routes
-from store.ids import new_id, utc_now
-from store.schema import event_outbox, loyalty_programs, skus
 from tests.catalogue_builder import Builder, Catalogue, build_catalogue
 from tests.conftest import bearer, client_of
 

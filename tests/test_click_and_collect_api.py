@@ -14,9 +14,8 @@ import sqlalchemy as sa
 
 from contracts.events import INVENTORY_UPDATED
 from contracts.rendering import decimal
-from serving.demo import seed_demo_tenant
-from store.ids import new_id
-from store.schema import (
+from db.ids import new_id
+from db.schema import (
     click_and_collect_lines,
     click_and_collect_reservations,
     ecom_stores,
@@ -24,6 +23,7 @@ from store.schema import (
     retail_stores,
     stock_levels,
 )
+from serving.demo import seed_demo_tenant
 from tests.catalogue_builder import Builder
 from tests.conftest import bearer, client_of
 from tests.openapi_check import assert_response_matches

@@ -13,9 +13,9 @@ import sqlalchemy as sa
 
 from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
 from contracts.rendering import decimal, instant
+from db.ids import new_id, utc_now
+from db.schema import sales_forecasts
 from serving.demo import seed_demo_tenant
-from store.ids import new_id, utc_now
-from store.schema import sales_forecasts
 from tests.conftest import bearer, client_of, get_token
 
 GENERATED = datetime(2026, 11, 20, 2, 0, 0, 123456, tzinfo=UTC)

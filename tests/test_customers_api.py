@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from contracts.customers import Customer
-from store.ids import new_id
-from store.schema import customers, event_outbox
+from db.ids import new_id
+from db.schema import customers, event_outbox
 from tests.conftest import bearer, client_of
 
 TOMORROW = (datetime.now(UTC).date() + timedelta(days=1)).isoformat()

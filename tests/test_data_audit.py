@@ -20,17 +20,17 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
+from db.backoffice import load_document
+from db.engine import create_engine
+from db.ids import new_id
+from db.schema import retail_stores, sales_forecasts, skus, store_assortment_lines
+from db.tenants import create_tenant
 from ingest.accept import accept_batch
 from pipeline.audit import parameter_facts
 from pipeline.worker import Pipeline
 from serving.cli import main
 from serving.demo_data import demo_document
 from settings import Settings
-from store.backoffice import load_document
-from store.engine import create_engine
-from store.ids import new_id
-from store.schema import retail_stores, sales_forecasts, skus, store_assortment_lines
-from store.tenants import create_tenant
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item
 
 STORE = "1001"

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from store.schema import batches
+from db.schema import batches
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item, wait_finished
 from tests.conftest import bearer, client_of, get_token
 

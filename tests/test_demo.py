@@ -10,11 +10,8 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-from serving.demo_data import DEMO_PRODUCTS, TEST_PRODUCTS, demo_document
-from serving.demo_shop import WAREHOUSES
-from settings import Settings
-from store.engine import create_engine
-from store.schema import (
+from db.engine import create_engine
+from db.schema import (
     campaign_skus,
     campaigns,
     customer_loyalty_memberships,
@@ -31,6 +28,9 @@ from store.schema import (
     stock_levels,
     warehouses,
 )
+from serving.demo_data import DEMO_PRODUCTS, TEST_PRODUCTS, demo_document
+from serving.demo_shop import WAREHOUSES
+from settings import Settings
 from tests.demo_process import Demo
 
 

@@ -41,12 +41,12 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import TopicAlreadyExistsError
 
 from contracts import events as subjects
+from db.backoffice import load_document
+from db.schema import ecom_stores, event_outbox, products, skus
+from db.tenants import create_tenant
 from serving.admin import issue_client
 from serving.admin_client import AdminCallFailed, AdminClient, AdminCredentials
 from settings import Settings
-from store.backoffice import load_document
-from store.schema import ecom_stores, event_outbox, products, skus
-from store.tenants import create_tenant
 from tests.conftest import free_port, wait_for
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 from tests.webhook_receiver import WebhookReceiver

@@ -1,7 +1,7 @@
 """Operating event delivery, on both backends: the delivery state and dead letters of an eCom store through the
 admin API and `pia admin events`, replaying dead letters, and the backlog as Prometheus gauges at /metrics.
 
-Outbox rows are written with events/outbox.py's writers and then marked delivered, published or dead-lettered with
+Outbox rows are written with db/outbox.py's writers and then marked delivered, published or dead-lettered with
 plain UPDATEs, as the relay and the bridge would."""
 
 import json
@@ -15,13 +15,13 @@ from click.testing import CliRunner
 
 from contracts import events
 from contracts.admin import DeadLetters, EventDeliveryState, ReplayReport
-from events.outbox import order_event
+from db.ids import new_id
+from db.outbox import order_event
+from db.schema import ecom_stores, event_delivery_state, event_outbox
+from db.tenants import create_tenant
 from serving.admin import issue_client
 from serving.cli import main
 from serving.demo import seed_demo_tenant
-from store.ids import new_id
-from store.schema import ecom_stores, event_delivery_state, event_outbox
-from store.tenants import create_tenant
 from tests.conftest import bearer, client_of, get_token
 
 NOW = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)

@@ -26,12 +26,12 @@ import sqlalchemy as sa
 
 from contracts import events as subjects
 from contracts.rendering import instant
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.schema import event_outbox
 from serving.demo import seed_demo_tenant
 from serving.demo_data import TEST_PRODUCTS, demo_document
 from settings import Settings
-from store.engine import create_engine
-from store.migrate import upgrade
-from store.schema import event_outbox
 from tests.conftest import bearer, client_of, get_token, wait_for
 from tests.test_admin import Served
 from tests.web_shop import new_order

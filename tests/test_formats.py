@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 
 from contracts import backoffice_schema, formats
-from store.backoffice import _schema_errors
+from db.backoffice import _schema_errors
 from tests.strategies import DECIMALS, KEYS, TEXTS, examples
 
 

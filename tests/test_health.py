@@ -4,9 +4,9 @@ import time
 
 import httpx
 
+from db.engine import create_engine
 from serving.app import create_app
 from settings import Settings
-from store.engine import create_engine
 from tests.conftest import LiveServer, free_port
 
 

@@ -21,12 +21,12 @@ from contracts.held_datasets import (
     SALES_FORECAST_DAYS,
     SALES_FORECASTS,
 )
+from db.held_export import replenishment_parameter_batches, sales_forecast_batches
+from db.ids import new_id, utc_now
+from db.schema import sales_forecasts
+from db.tenants import create_tenant
 from pipeline.cli import pipeline
 from settings import Settings
-from store.held_export import replenishment_parameter_batches, sales_forecast_batches
-from store.ids import new_id, utc_now
-from store.schema import sales_forecasts
-from store.tenants import create_tenant
 from tests.conftest import bearer, client_of, get_token
 from tests.test_columnar_reads import held_rows, read_arrow, seed_held, walk
 

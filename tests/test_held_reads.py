@@ -9,13 +9,13 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
+from db.backoffice import load_document
+from db.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
+from db.ids import new_id
+from db.schema import assortment_lines, assortments, retail_stores, sales_forecasts, skus, store_assortment_lines
+from db.tenants import create_tenant
 from serving.demo_data import BASE_CODE, DEMO_RESOLUTION_EXAMPLES, LOCAL_CODE, demo_document
 from serving.rendering import held_forecast, held_parameter
-from store.backoffice import load_document
-from store.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
-from store.ids import new_id
-from store.schema import assortment_lines, assortments, retail_stores, sales_forecasts, skus, store_assortment_lines
-from store.tenants import create_tenant
 
 TODAY = date(2026, 11, 21)
 GENERATED = datetime(2026, 11, 20, 2, 0, tzinfo=UTC)

@@ -6,10 +6,10 @@ import pytest
 import sqlalchemy as sa
 
 from contracts.errors import BatchIdReused
+from db.batches import get_batch
+from db.tenants import create_tenant
 from ingest import accept as accept_module
 from ingest.accept import accept_batch
-from store.batches import get_batch
-from store.tenants import create_tenant
 from tests.batches import body, envelope, forecast_item, new_batch_id
 
 

@@ -5,11 +5,11 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from db.engine import create_engine
+from db.migrate import _config, current_revision, head_revision, upgrade
+from db.schema import event_outbox, metadata, store_assortment_lines
+from db.tenants import create_tenant, get_tenant
 from settings import Settings
-from store.engine import create_engine
-from store.migrate import _config, current_revision, head_revision, upgrade
-from store.schema import event_outbox, metadata, store_assortment_lines
-from store.tenants import create_tenant, get_tenant
 
 
 def test_upgrade_creates_then_keeps_data(settings, engine) -> None:
@@ -55,7 +55,7 @@ def test_rows_written_under_an_older_revision_survive_the_upgrade(tmp_path, back
 
 
 def test_the_migrated_postgresql_schema_is_schema_py(postgres_url) -> None:
-    """Alembic's comparison of the migrated schema with store/schema.py (tables, columns, types, indexes) finds
+    """Alembic's comparison of the migrated schema with db/schema.py (tables, columns, types, indexes) finds
     nothing, and the outbox's columns carry the collations schema.py gives them, which that comparison skips."""
     engine = _empty_postgres_schema(postgres_url, "schema_probe")
     upgrade(engine)

@@ -12,11 +12,11 @@ from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet
 from joserfc.jws import extract_compact
 
+from db.clients import get_client, update_client
+from db.engine import create_engine
+from db.ids import new_id
+from db.secrets import secret_box
 from serving.tokens import KEY_REREAD_SECONDS, TokenAuthority, rotate_signing_key
-from store.clients import get_client, update_client
-from store.engine import create_engine
-from store.ids import new_id
-from store.secrets import secret_box
 from tests.conftest import bearer, client_of, get_token, wait_for
 
 

@@ -16,12 +16,12 @@ from quart_schema import document_request, document_response
 from contracts.errors import InvalidRequest
 from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER, PARQUET
 from contracts.models import Error, InvalidRequestError
+from db.clients import SCOPES
 from serving.app import create_app
 from serving.openapi import attach_openapi, openapi_json
 from serving.protection import protect, protected_scope
 from serving.validation import validated
 from settings import Settings
-from store.clients import SCOPES
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item
 from tests.conftest import bearer, client_of, wait_for
 from tests.openapi_check import assert_response_matches

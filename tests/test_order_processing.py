@@ -10,12 +10,11 @@ from decimal import Decimal
 import sqlalchemy as sa
 
 from contracts.orders import CreateOrder
-from serving.demo import seed_demo_tenant
-from store.engine import is_duckdb
-from store.ids import new_id
-from store.order_processing import process_orders, process_received
-from store.orders import create_order
-from store.schema import (
+from db.engine import is_duckdb
+from db.ids import new_id
+from db.order_processing import process_orders, process_received
+from db.orders import create_order
+from db.schema import (
     assortment_lines,
     ecom_stores,
     event_outbox,
@@ -25,7 +24,8 @@ from store.schema import (
     stock_levels,
     warehouses,
 )
-from store.stock import adjust_stock
+from db.stock import adjust_stock
+from serving.demo import seed_demo_tenant
 from tests.conftest import client_of
 
 ADDRESS = {"street": "Bryggen 1", "postCode": "5003", "city": "Bergen", "countryIsoCode": "NO"}
@@ -150,7 +150,7 @@ def test_a_failing_batch_is_opened_one_order_at_a_time(own_store, caplog) -> Non
             stock_levels.c.location_id == sa.select(warehouses.c.id).where(
                 warehouses.c.tenant_id == shop.tenant_id, warehouses.c.number == "9001").scalar_subquery())
             .values(modified_time=stock_levels.c.modified_time))
-        with caplog.at_level(logging.ERROR, logger="store.order_processing"):
+        with caplog.at_level(logging.ERROR, logger="db.order_processing"):
             assert process_received(processor) == 2
         holder.rollback()
     assert "opening them one at a time" in caplog.text and blocked in caplog.text

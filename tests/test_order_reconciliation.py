@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from contracts.amounts import NOTHING, Amounts, money
 from contracts.orders import CreateOrder, LineUnits
-from store import fulfilment, returns
-from store.backoffice import load_document
-from store.ids import new_id
-from store.order_documents import (
+from db import fulfilment, returns
+from db.backoffice import load_document
+from db.ids import new_id
+from db.order_documents import (
     CAPTURE,
     CONFIRMED,
     FAILED,
@@ -32,10 +32,10 @@ from store.order_documents import (
     taken,
     units,
 )
-from store.order_processing import process_order
-from store.orders import HeldOrder, create_order, read_order
-from store.schema import ecom_stores, order_lines, orders, skus, stock_levels, warehouses
-from store.tenants import create_tenant
+from db.order_processing import process_order
+from db.orders import HeldOrder, create_order, read_order
+from db.schema import ecom_stores, order_lines, orders, skus, stock_levels, warehouses
+from db.tenants import create_tenant
 
 VAT_RATES = (D(0), D(12), D(15), D(25))
 ON_HAND = D(10_000_000)  # plenty: every order is reserved in full at processing

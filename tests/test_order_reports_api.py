@@ -13,9 +13,9 @@ import pytest
 import sqlalchemy as sa
 
 from contracts.errors import CaptureNotConfirmed
-from store import fulfilment, returns
-from store.schema import ecom_stores, event_outbox
-from store.stock import adjust_stock
+from db import fulfilment, returns
+from db.schema import ecom_stores, event_outbox
+from db.stock import adjust_stock
 from tests.conftest import bearer
 from tests.openapi_check import assert_response_matches
 from tests.web_shop import Shop, accepted_order, new_order, opened_order, order_line

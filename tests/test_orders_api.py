@@ -18,12 +18,10 @@ import pytest
 import sqlalchemy as sa
 
 from contracts.orders import CreateOrder
-from serving.app import create_app
-from serving.demo import seed_demo_tenant
-from store.ids import new_id
-from store.order_processing import process_order
-from store.orders import create_order
-from store.schema import (
+from db.ids import new_id
+from db.order_processing import process_order
+from db.orders import create_order
+from db.schema import (
     assortment_lines,
     ecom_stores,
     event_outbox,
@@ -32,7 +30,9 @@ from store.schema import (
     stock_levels,
     warehouses,
 )
-from store.stock import adjust_stock
+from db.stock import adjust_stock
+from serving.app import create_app
+from serving.demo import seed_demo_tenant
 from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
 from tests.openapi_check import assert_response_matches
 from tests.web_shop import ADDRESS, Shop, accepted_order, new_order, opened_order, order_line

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-import store.backoffice
+import db.backoffice
+from db.backoffice import DocumentInvalid, load_document
+from db.ids import new_id, numbered_ids
+from db.schema import campaigns, ecom_stores, event_outbox, products, retail_stores, skus
+from db.tenants import create_tenant
 from serving.demo_data import TEST_PRODUCTS, demo_document
-from store.backoffice import DocumentInvalid, load_document
-from store.ids import new_id, numbered_ids
-from store.schema import campaigns, ecom_stores, event_outbox, products, retail_stores, skus
-from store.tenants import create_tenant
 from tests.backoffice_documents import catalogue_document
 
 Event = tuple[str, str, str | None]  # (eCom store number, subject, entity's business key or None)
@@ -213,8 +213,8 @@ def test_a_load_rolled_back_after_its_events_were_written_leaves_none(
                                            .where(event_outbox.c.tenant_id == loaded)))
         raise RuntimeError("the database went away")
 
-    announce = store.backoffice.announce
-    monkeypatch.setattr(store.backoffice, "announce", announce_then_fail)
+    announce = db.backoffice.announce
+    monkeypatch.setattr(db.backoffice, "announce", announce_then_fail)
     document = catalogue_document(loaded)
     document["products"][0]["name"] = "Ullgenser, ny"
     document["stock"][0]["onHand"] = "12"
@@ -238,7 +238,7 @@ def test_the_demo_catalogue_loads_again_without_an_event(engine: sa.Engine, tena
 
 
 def test_ids_numbered_in_sql_are_unique_uuidv7s_in_position_order(engine: sa.Engine) -> None:
-    """trigger_events numbers its rows' event ids in SQL (store.ids.numbered_ids): each a UUIDv7 string of the
+    """trigger_events numbers its rows' event ids in SQL (db.ids.numbered_ids): each a UUIDv7 string of the
     canonical form, none twice, sorting as their positions do, after an id made before them and before one made
     after them (in the same millisecond, most likely)."""
     earlier = new_id()

@@ -13,12 +13,12 @@ import sqlalchemy as sa
 
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.rendering import decimal
+from db.backoffice import load_document
+from db.ids import new_id
+from db.schema import retail_stores, sales_forecasts, skus, store_assortment_lines
+from db.tenants import create_tenant
 from pipeline.apply import Outcome, apply_batch, quantities_json
 from serving.demo_data import demo_document
-from store.backoffice import load_document
-from store.ids import new_id
-from store.schema import retail_stores, sales_forecasts, skus, store_assortment_lines
-from store.tenants import create_tenant
 
 NOW = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 TODAY = NOW.date()

@@ -6,14 +6,14 @@ from datetime import UTC, datetime
 import pytest
 from click.testing import CliRunner
 
+from db.batches import get_batch
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.schema import sales_forecasts
 from ingest.accept import accept_batch
 from serving.cli import main
 from serving.demo import seed_demo_tenant
 from settings import Settings
-from store.batches import get_batch
-from store.engine import create_engine
-from store.migrate import upgrade
-from store.schema import sales_forecasts
 from tests.batches import body, envelope, forecast_item, new_batch_id
 
 

@@ -12,14 +12,14 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
+from db.batches import get_batch
+from db.engine import create_engine
+from db.ids import new_id
+from db.migrate import upgrade
+from db.schema import batches, sales_forecasts
 from ingest.accept import accept_batch
 from serving.demo import seed_demo_tenant
 from settings import Settings
-from store.batches import get_batch
-from store.engine import create_engine
-from store.ids import new_id
-from store.migrate import upgrade
-from store.schema import batches, sales_forecasts
 from tests.batches import body, envelope, forecast_item, new_batch_id
 from tests.conftest import ENV, wait_for
 

@@ -11,13 +11,13 @@ from joserfc.jwk import ECKey
 from quart import Blueprint
 
 from contracts.held_datasets import ARROW_STREAM, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
+from db.clients import SCOPES, get_client
+from db.secrets import secret_box
 from serving.admin import issue_client
 from serving.app import create_app
 from serving.protection import protect, protected_scope
 from serving.tokens import TokenAuthority
 from settings import Settings
-from store.clients import SCOPES, get_client
-from store.secrets import secret_box
 from tests.conftest import bearer, client_of, get_token, wait_for
 from tests.probes import serving_with
 

@@ -19,13 +19,13 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from contracts import events as subjects
-from events.outbox import OUTBOX_CHANNEL, order_event, pair_events
+from db.ids import new_id
+from db.outbox import OUTBOX_CHANNEL, order_event, pair_events
+from db.schema import event_outbox
 from events.relay import new_producer, publish_pending, run_relay
 from pipeline.worker import RetryPolicy
 from serving.app import create_app
 from settings import Settings
-from store.ids import new_id
-from store.schema import event_outbox
 from tests.conftest import LiveServer, free_port, wait_for
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 

@@ -11,19 +11,19 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-import store.retention
+import db.retention
+from db.backoffice import load_document
+from db.batches import get_batch
+from db.ids import new_id, utc_now
+from db.retention import Removed, RetentionPolicy, remove_expired
+from db.schema import audit_events, batches, event_outbox, pipeline_workers
+from db.tenants import create_tenant
+from db.workers import beat
 from ingest.accept import accept_batch
 from pipeline.worker import Pipeline, run_supervised, tenant_locks_for
 from serving.cli import main
 from serving.demo_data import demo_document
 from settings import Settings
-from store.backoffice import load_document
-from store.batches import get_batch
-from store.ids import new_id, utc_now
-from store.retention import Removed, RetentionPolicy, remove_expired
-from store.schema import audit_events, batches, event_outbox, pipeline_workers
-from store.tenants import create_tenant
-from store.workers import beat
 from tests.batches import body, envelope, forecast_item, new_batch_id
 from tests.conftest import wait_for
 
@@ -88,7 +88,7 @@ def _ids(engine: sa.Engine, column: sa.Column) -> set[str]:
 
 def test_retention_removes_what_is_old_and_keeps_the_rest(own_store, monkeypatch) -> None:
     settings, engine = own_store
-    monkeypatch.setattr(store.retention, "DELETE_CHUNK", 2)  # several chunks, as a large backlog takes
+    monkeypatch.setattr(db.retention, "DELETE_CHUNK", 2)  # several chunks, as a large backlog takes
     tenant = _tenant(engine)
     staging = settings.resolved_staging_dir
     ancient, ancient_file = _batch(settings, engine, tenant, 100, finished=True)

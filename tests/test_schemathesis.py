@@ -29,11 +29,11 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from contracts.openapi import SCOPES
+from db.clients import update_client
 from serving.demo import seed_demo_tenant
 from serving.jsonio import json_response
 from serving.protection import protect
 from settings import Settings
-from store.clients import update_client
 from tests.conftest import LiveServer, bearer, client_of, get_token
 from tests.probes import serving_with
 

@@ -16,17 +16,17 @@ from click.testing import CliRunner
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
+from db.clients import DEMAND_PLANNING_PERMISSION
+from db.engine import create_engine
+from db.ids import new_id
+from db.migrate import _config, upgrade
+from db.schema import signing_keys
+from db.secrets import KEY_FILE, SecretBox, SecretKeyError, new_secret_key, secret_box
+from db.tenants import create_tenant
 from serving.admin import issue_client
 from serving.app import create_app
 from serving.cli import main
 from settings import Settings
-from store.clients import DEMAND_PLANNING_PERMISSION
-from store.engine import create_engine
-from store.ids import new_id
-from store.migrate import _config, upgrade
-from store.schema import signing_keys
-from store.secrets import KEY_FILE, SecretBox, SecretKeyError, new_secret_key, secret_box
-from store.tenants import create_tenant
 from tests.conftest import ENV, LiveServer, bearer, free_port, get_token
 
 

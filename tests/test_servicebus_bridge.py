@@ -22,17 +22,17 @@ import pytest
 import sqlalchemy as sa
 
 from contracts import events as subjects
+from contracts.event_message import OutgoingEvent
+from db.destinations import DestinationSettings
+from db.ids import new_id, utc_now
+from db.schema import event_outbox
 from events.bridge import run_bridge
-from events.delivery import OutgoingEvent
 from events.relay import run_relay
 from events.servicebus import ServiceBusDestination
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
 from serving.demo_data import TEST_PRODUCTS, demo_document
 from settings import Settings
-from store.destinations import DestinationSettings
-from store.ids import new_id, utc_now
-from store.schema import event_outbox
 from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 from tests.servicebus_peer import ServiceBusPeer

@@ -16,9 +16,10 @@ from proton import Message
 from proton.utils import BlockingConnection, LinkDetached
 
 from contracts import events as subjects
-from events.delivery import DeliveryFailed, OutgoingEvent
+from contracts.event_message import OutgoingEvent
+from db.destinations import DestinationSettings
+from events.delivery import DeliveryFailed
 from events.servicebus import ServiceBusDestination, sas_signature, sas_token
-from store.destinations import DestinationSettings
 from tests.conftest import free_port
 from tests.servicebus_peer import MAX_MESSAGE_SIZE, ServiceBusPeer
 

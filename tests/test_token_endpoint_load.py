@@ -22,13 +22,13 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from db.clients import update_client
+from db.ids import new_id
 from serving.app import create_app
 from serving.credentials import hash_secret, new_secret
 from serving.secret_verifier import SecretVerifier
 from serving.token_attempts import address_key
 from settings import Settings
-from store.clients import update_client
-from store.ids import new_id
 from tests.conftest import ENV, LiveServer, client_of, free_port, service_missing
 
 DEFAULTS = Settings()

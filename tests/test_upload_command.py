@@ -28,8 +28,8 @@ from client.upload import batch_id, plan_batches
 from client.upload_file import BadFile, read_items
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.limits import published_limits
+from db.schema import batches
 from serving.demo import seed_demo_tenant
-from store.schema import batches
 from tests.fault_proxy import FaultProxy
 
 PIA = str(Path(sys.executable).parent / "pia")

@@ -17,17 +17,17 @@ from typing import Any
 import httpx
 import pytest
 
+from db.batches import get_batch
+from db.clients import DEMAND_PLANNING_PERMISSION
+from db.engine import create_engine
+from db.ids import new_id
+from db.migrate import upgrade
+from db.tenants import create_tenant
 from serving.admin import issue_client
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
 from serving.uploads import UploadWork
 from settings import Settings
-from store.batches import get_batch
-from store.clients import DEMAND_PLANNING_PERMISSION
-from store.engine import create_engine
-from store.ids import new_id
-from store.migrate import upgrade
-from store.tenants import create_tenant
 from tests.batches import body, envelope, forecast_item, new_batch_id
 from tests.conftest import LiveServer, bearer, client_of, free_port, get_token
 

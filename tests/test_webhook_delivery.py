@@ -11,10 +11,11 @@ import orjson
 import pytest
 
 from contracts import events as subjects
-from events.delivery import DeliveryFailed, OutgoingEvent
+from contracts.event_message import OutgoingEvent
+from db.destinations import DestinationSettings
+from db.ids import new_id
+from events.delivery import DeliveryFailed
 from events.webhook import WebhookDestination, signing_key
-from store.destinations import DestinationSettings
-from store.ids import new_id
 from tests.conftest import free_port
 from tests.webhook_receiver import WebhookReceiver
 

@@ -21,20 +21,20 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
+from db.backoffice import load_document
+from db.batches import next_in_line, oldest_unfinished, outcomes, tenants_ready
+from db.clients import DEMAND_PLANNING_PERMISSION
+from db.engine import is_duckdb
+from db.ids import new_id, utc_now
+from db.schema import batches, sales_forecasts
+from db.tenants import create_tenant
+from db.workers import beat
 from ingest.accept import accept_batch
 from pipeline.worker import Pipeline, RetryPolicy, run_supervised, tenant_locks_for
 from serving.admin import issue_client
 from serving.app import create_app
 from serving.demo_data import demo_document
 from settings import Settings
-from store.backoffice import load_document
-from store.batches import next_in_line, oldest_unfinished, outcomes, tenants_ready
-from store.clients import DEMAND_PLANNING_PERMISSION
-from store.engine import is_duckdb
-from store.ids import new_id, utc_now
-from store.schema import batches, sales_forecasts
-from store.tenants import create_tenant
-from store.workers import beat
 from tests.batches import body, envelope, forecast_item, new_batch_id, wait_finished
 from tests.conftest import LiveServer, bearer, free_port, get_token, wait_for
 

@@ -8,8 +8,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from store.ids import new_id
-from store.schema import assortment_lines, campaign_skus, campaigns, companies, ecom_stores, prices, skus
+from db.ids import new_id
+from db.schema import assortment_lines, campaign_skus, campaigns, companies, ecom_stores, prices, skus
 from tests.conftest import bearer, client_of, wait_for
 
 ADDRESS = {"name": "Kari Nordmann", "street": "Bryggen 1", "postCode": "5003", "city": "Bergen",

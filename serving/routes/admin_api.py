@@ -27,12 +27,12 @@ from contracts.admin import (
 )
 from contracts.models import InvalidRequestError, NotFoundError
 from contracts.orders import Order, OrderLinesRequest, ReturnRequest, ShipRequest
+from db.secrets import secret_box
 from serving import admin_operations
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
 from serving.services import services
 from serving.validation import parse_json
-from store.secrets import secret_box
 
 blueprint = Blueprint("admin_api", __name__, url_prefix="/admin/v1/tenants/<tenantId>")
 protect(blueprint, "admin")

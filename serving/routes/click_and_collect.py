@@ -1,7 +1,7 @@
 """Click and collect, from the e-commerce scope: POST /v1/tenants/{tenantId}/ecom_stores/{eComStoreId}/click_and_collect
 
 The request's rules are in `contracts/click_and_collect.py`; where the stock is taken from, and the locking that
-keeps concurrent reservations from overselling, in `store/click_and_collect.py`.
+keeps concurrent reservations from overselling, in `db/click_and_collect.py`.
 """
 
 from typing import Any
@@ -17,11 +17,11 @@ from contracts.click_and_collect import (
 )
 from contracts.errors import CustomerNotFound, InsufficientInventory, RetailStoreNotInNetwork, SkuNotFound
 from contracts.rendering import decimal, instant
+from db import click_and_collect as store
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
 from serving.services import services
 from serving.validation import json_body
-from store import click_and_collect as store
 
 blueprint = Blueprint("click_and_collect", __name__,
                       url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")

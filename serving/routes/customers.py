@@ -2,7 +2,7 @@
 
 Customers belong to the tenant, so every eCom store of the tenant sees the same ones. The bodies and their
 decisions (absent keeps, null clears, ...) are in `contracts/customers.py`; uniqueness and concurrency in
-`store/customers.py`. Customers are not in SPEC.md's event list: no outbox rows.
+`db/customers.py`. Customers are not in SPEC.md's event list: no outbox rows.
 """
 
 import uuid
@@ -16,11 +16,11 @@ from contracts.customers import Customer, CustomerAddresses, CustomerFields, Pus
 from contracts.errors import CustomerNotFound, InvalidRequest
 from contracts.models import CustomerConflictError, CustomerNotFoundError, InvalidRequestError
 from contracts.rendering import instant
+from db import customers as store
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
 from serving.services import services
 from serving.validation import json_body
-from store import customers as store
 
 blueprint = Blueprint("customers", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")
 protect(blueprint, "ecom", resource_arg="eComStoreId")

@@ -53,6 +53,18 @@ from contracts.limits import (
 )
 from contracts.models import Items
 from contracts.stores import EcomStore, RetailStore
+from db.batches import BatchKey, batch_page, get_batch
+from db.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
+from db.held_export import (
+    LAYOUTS,
+    ArrowPage,
+    replenishment_parameter_arrow_page,
+    replenishment_parameter_batches,
+    sales_forecast_arrow_page,
+    sales_forecast_batches,
+)
+from db.ids import utc_now
+from db.reference import list_ecom_stores, list_retail_stores
 from ingest.accept import accept_upload, canonical_batch_id
 from ingest.body import check_media_type
 from serving.jsonio import blocking, json_response
@@ -62,18 +74,6 @@ from serving.protection import protect
 from serving.rendering import batch_status, held_forecast, held_parameter
 from serving.routes.stores import ecom_store_json, retail_store_json
 from serving.services import services
-from store.batches import BatchKey, batch_page, get_batch
-from store.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
-from store.held_export import (
-    LAYOUTS,
-    ArrowPage,
-    replenishment_parameter_arrow_page,
-    replenishment_parameter_batches,
-    sales_forecast_arrow_page,
-    sales_forecast_batches,
-)
-from store.ids import utc_now
-from store.reference import list_ecom_stores, list_retail_stores
 
 blueprint = Blueprint("demand_planning", __name__, url_prefix="/v1/tenants/<tenantId>/demand_planning")
 protect(blueprint, "demand_planning")

@@ -1,6 +1,6 @@
 """E-commerce scope: /v1/tenants/{tenantId}/ecom_stores/{eComStoreId}/…
 
-Everything read here is limited to the eCom store's assortment (store/catalogue.py says what that means).
+Everything read here is limited to the eCom store's assortment (db/catalogue.py says what that means).
 """
 
 import uuid
@@ -14,19 +14,19 @@ from contracts.errors import InvalidRequest, NotFound, SkuNotFound
 from contracts.events import INVENTORY_UPDATED, PRODUCT_UPDATED, REFERENCE_LISTS
 from contracts.limits import MAX_PAGE_SIZE
 from contracts.models import InvalidRequestError, Items, NotFoundError, SkuNotFoundError
-from events.outbox import assortment_events
+from db.campaigns import current_campaigns
+from db.catalogue import ProductKey, product_id_page, read_product, visible_product_ids, visible_skus
+from db.ids import utc_now
+from db.inventory import sku_inventory
+from db.outbox import assortment_events
+from db.reference import company_retail_stores, reference_list
+from db.schema import skus
 from serving import catalogue as render
 from serving.jsonio import blocking, json_response
 from serving.paging import decode_cursor, encode_cursor
 from serving.protection import protect
 from serving.routes.stores import retail_store_json
 from serving.services import services
-from store.campaigns import current_campaigns
-from store.catalogue import ProductKey, product_id_page, read_product, visible_product_ids, visible_skus
-from store.ids import utc_now
-from store.inventory import sku_inventory
-from store.reference import company_retail_stores, reference_list
-from store.schema import skus
 
 blueprint = Blueprint("ecom", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")
 protect(blueprint, "ecom", resource_arg="eComStoreId")

@@ -6,12 +6,12 @@ from quart_schema import document_response
 from contracts.catalogue import LoyaltyProgram, RetailStore
 from contracts.errors import NotFound
 from contracts.models import Items
+from db.reference import loyalty_program, program_retail_stores
 from serving import catalogue as render
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
 from serving.routes.stores import retail_store_json
 from serving.services import services
-from store.reference import loyalty_program, program_retail_stores
 
 blueprint = Blueprint("loyalty_programs", __name__,
                       url_prefix="/v1/tenants/<tenantId>/loyalty_programs/<loyaltyProgramId>")

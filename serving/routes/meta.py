@@ -11,15 +11,15 @@ from quart_schema import document_response, tag
 
 from contracts.meta import Health, JsonWebKeySet, Metrics, OpenApiDocument, OpenIdConfiguration, ServerMetadata
 from contracts.rendering import instant
+from db.batches import oldest_unfinished
+from db.clients import SCOPES
+from db.event_operations import delivery_counts
+from db.ids import utc_now
+from db.workers import latest_heartbeat
 from serving.jsonio import blocking, json_response
 from serving.metrics import CONTENT_TYPE, event_delivery_metrics
 from serving.openapi import openapi_json
 from serving.services import services
-from store.batches import oldest_unfinished
-from store.clients import SCOPES
-from store.event_operations import delivery_counts
-from store.ids import utc_now
-from store.workers import latest_heartbeat
 
 blueprint = Blueprint("meta", __name__)
 log = logging.getLogger(__name__)

@@ -17,12 +17,12 @@ from contracts.meta import (
     TokenRequestRefused,
     TokenResponse,
 )
+from db.clients import Client, get_client
 from serving.credentials import DUMMY_HASH
 from serving.jsonio import blocking, json_response
 from serving.openapi import also_accepts
 from serving.secret_verifier import VerifierBusy
 from serving.services import services
-from store.clients import Client, get_client
 
 blueprint = Blueprint("oauth", __name__)
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}

@@ -1,9 +1,9 @@
 """Orders, from the e-commerce scope: /v1/tenants/{tenantId}/ecom_stores/{eComStoreId}/orders…
 
 POST /orders checks the body (every problem with its path, in one 400), stores the order RECEIVED and answers 202
-with the record; the order processor (store/order_processing.py, woken here) then opens it. The rules are in
-store/orders.py, the shapes in contracts/orders.py. The web shop reports captured payments and refunds here
-(store/fulfilment.py, store/returns.py); the back office picks, ships, returns and cancels through the admin API.
+with the record; the order processor (db/order_processing.py, woken here) then opens it. The rules are in
+db/orders.py, the shapes in contracts/orders.py. The web shop reports captured payments and refunds here
+(db/fulfilment.py, db/returns.py); the back office picks, ships, returns and cancels through the admin API.
 """
 
 from typing import Any
@@ -28,13 +28,13 @@ from contracts.orders import (
     RefundReport,
 )
 from contracts.rendering import decimal, instant
+from db import fulfilment, returns
+from db import orders as store
+from db.order_documents import CAPTURE, INVOICE, RECEIPT, REFUND, RETURN_INVOICE, SHIPMENT, Document
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
 from serving.services import services
 from serving.validation import parse_json, validated
-from store import fulfilment, returns
-from store import orders as store
-from store.order_documents import CAPTURE, INVOICE, RECEIPT, REFUND, RETURN_INVOICE, SHIPMENT, Document
 
 blueprint = Blueprint("orders", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")
 protect(blueprint, "ecom", resource_arg="eComStoreId")

@@ -1,0 +1,34 @@
+"""Loading the back-office document (`pia admin load`, the admin API): check it whole, then upsert it and write its
+change events in one transaction.
+
+The document is keyed on business keys. Ids are generated on first insert only and a row is written only when
+one of its values differs, so loading the same document twice changes nothing and writes no event.
+Modules: `document` (paths, entries, list names), `checking` (every problem with its path), `sync` (the keyed
+upsert), `applying` (each entity's rows, in dependency order), `announcing` (the outbox rows).
+"""
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from db.backoffice.announcing import announce, take_view
+from db.backoffice.applying import apply_document
+from db.backoffice.checking import document_errors
+from db.backoffice.checking import schema_errors as _schema_errors  # noqa: F401 (the format tests use it)
+from db.backoffice.document import DocumentError, DocumentInvalid, error_order
+from db.backoffice.sync import LoadReport
+from db.ids import utc_now
+
+__all__ = ["DocumentError", "DocumentInvalid", "LoadReport", "load_document"]
+
+
+def load_document(engine: sa.Engine, tenant_id: str, document: dict[str, Any]) -> LoadReport:
+    # Checked inside the transaction, so the references it relies on cannot change before the writes.
+    with engine.begin() as conn:
+        errors = sorted(set(document_errors(conn, tenant_id, document)), key=error_order)
+        if errors:
+            raise DocumentInvalid(errors)
+        before = take_view(conn, tenant_id)
+        applier = apply_document(conn, tenant_id, utc_now(), document)
+        announce(applier, before)
+        return applier.report

@@ -1,0 +1,122 @@
+"""Many rows at once on either backend, in the caller's transaction: staged Arrow tables and bulk inserts.
+
+Rows travel as Arrow. DuckDB reads them in place: they are registered as a view on the raw connection that
+carries the caller's transaction. PostgreSQL receives them by one COPY into a temporary table that is dropped at
+commit. Either way the SQL that follows is the same, and no statement runs per row.
+
+Inserting: SQLAlchemy's executemany costs about 50 µs a row on both backends (the back-office demo's 17,000
+rows: close to a second). `insert_rows` gives DuckDB the rows as a staged Arrow table with one INSERT … SELECT,
+and PostgreSQL a COPY, each row adapted by psycopg as it would be for a parameter.
+"""
+
+import itertools
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import sqlalchemy as sa
+
+from db.engine import is_duckdb
+
+# Unique within the process, so several staged tables can coexist in one transaction.
+_staged_numbers = itertools.count()
+
+
+@contextmanager
+def staged(conn: sa.Connection, rows: pa.Table) -> Iterator[str]:
+    """Makes the rows queryable, within the connection's current transaction, under the name yielded."""
+    name = f"pia_staged_{next(_staged_numbers)}"
+    if is_duckdb(conn.engine):
+        raw = driver_connection(conn)
+        raw.register(name, rows)
+        try:
+            yield name
+        except BaseException:
+            # An aborted transaction refuses even the unregister; the error that aborted it is the one to report.
+            with suppress(duckdb.Error):
+                raw.unregister(name)
+            raise
+        raw.unregister(name)
+    else:
+        _copy_into_temporary(conn, name, rows)
+        yield name
+
+
+def driver_connection(conn: sa.Connection) -> Any:
+    """The DuckDB or psycopg connection SQLAlchemy began the transaction on.
+
+    For DuckDB, duckdb_engine's wrapper, which delegates to it. Never DuckDBPyConnection.cursor(): that
+    opens a second connection, outside the transaction.
+    """
+    return conn.connection.driver_connection
+
+
+def _copy_into_temporary(conn: sa.Connection, name: str, rows: pa.Table) -> None:
+    columns = ", ".join(f"{field.name} {_postgres_type(field.type)}" for field in rows.schema)
+    conn.execute(sa.text(f"CREATE TEMPORARY TABLE {name} ({columns}) ON COMMIT DROP"))
+    # CSV written by Polars in one vectorised pass: quoted "" is an empty string, an empty field is null.
+    text = pl.from_arrow(rows).write_csv(include_header=False)
+    with driver_connection(conn).cursor() as cursor, \
+            cursor.copy(f"COPY {name} FROM STDIN (FORMAT csv)") as copy:
+        copy.write(text)
+
+
+def _postgres_type(arrow_type: pa.DataType) -> str:
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) \
+            or pa.types.is_string_view(arrow_type):
+        return "text"
+    if pa.types.is_boolean(arrow_type):
+        return "boolean"
+    if pa.types.is_integer(arrow_type):
+        return "bigint"
+    if pa.types.is_date(arrow_type):
+        return "date"
+    if pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None:
+        return "timestamptz"
+    if pa.types.is_decimal(arrow_type):
+        return f"numeric({arrow_type.precision}, {arrow_type.scale})"
+    raise TypeError(f"no PostgreSQL type for staged Arrow type {arrow_type}")
+
+
+# Below this, one executemany is as quick.
+_BULK_FROM_ROWS = 200
+
+
+def insert_rows(conn: sa.Connection, table: sa.Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Inserts rows (dicts with the same keys, column names) into table in the connection's transaction."""
+    if not rows:
+        return
+    if len(rows) < _BULK_FROM_ROWS:
+        conn.execute(table.insert(), list(rows))
+        return
+    names = list(rows[0])
+    arrow = pa.Table.from_pylist(list(rows), schema=pa.schema([(name, _arrow_type(table.c[name].type))
+                                                                 for name in names]))
+    columns = ", ".join(f'"{name}"' for name in names)
+    if not is_duckdb(conn.engine):
+        # As CSV written in one vectorised pass: COPY's write_row adapts every value in Python (3× slower).
+        with driver_connection(conn).cursor() as cursor, \
+                cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN (FORMAT csv)") as copy:
+            copy.write(pl.from_arrow(arrow).write_csv(include_header=False))
+        return
+    with staged(conn, arrow) as source:
+        conn.execute(sa.text(f"INSERT INTO {table.name} ({columns}) SELECT {columns} FROM {source}"))
+
+
+def _arrow_type(column_type: sa.types.TypeEngine) -> pa.DataType:
+    if isinstance(column_type, sa.Boolean):
+        return pa.bool_()
+    if isinstance(column_type, sa.Integer):
+        return pa.int64()
+    if isinstance(column_type, sa.Numeric):
+        return pa.decimal128(column_type.precision, column_type.scale)
+    if isinstance(column_type, sa.DateTime):
+        return pa.timestamp("us", tz="UTC") if column_type.timezone else pa.timestamp("us")
+    if isinstance(column_type, sa.Date):
+        return pa.date32()
+    if isinstance(column_type, sa.String):  # Text too
+        return pa.string()
+    raise TypeError(f"no Arrow type for column type {column_type!r}")

@@ -1,0 +1,212 @@
+"""Processing of received orders: RECEIVED → OPEN, reserving the stock, in one transaction with its events.
+
+Orders are opened in batches: the orders of a tenant waiting at a round (up to BATCH) in one transaction, each step
+one statement for the whole batch (claim, read lines, warehouses and stock, write reservations, events), so an
+order costs a share of ten statements rather than some eighteen of its own. A batch that fails is opened again one order
+at a time, so one bad order holds up no other: it is logged and stays RECEIVED for the next round.
+
+The transition is conditional (`UPDATE … WHERE status = 'RECEIVED'`), so an order is reserved once, however many
+processors (the server's thread, `pia worker`, a restarted process) reach it. On PostgreSQL the claim skips orders
+another processor holds (`FOR UPDATE SKIP LOCKED`): racing processors share the waiting orders instead of queueing
+behind each other, and never wait on each other's order rows. On DuckDB a second writer fails with a write conflict
+and, run again, finds the orders OPEN.
+
+Where the stock comes from (SPEC.md is silent): the first serving warehouse, by priority, that has every line
+available; when none has, the first by priority, which reserves what it has (reserved never exceeds on hand) and
+leaves the rest of each line a backorder (`reserved_quantity` below `quantity`). A store without a serving
+warehouse opens its orders without reserving. The orders of a batch take stock in order date order, each seeing
+what the earlier ones left.
+"""
+
+import logging
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from decimal import Decimal
+
+import sqlalchemy as sa
+
+from contracts import events as subjects
+from db.engine import is_duckdb
+from db.ids import utc_now
+from db.orders import OPEN, RECEIVED
+from db.outbox import pair_events, sku_events
+from db.schema import ecom_store_warehouses, order_lines, orders, stock_levels
+from db.stock import write_with_retries
+
+log = logging.getLogger(__name__)
+BATCH = 100
+
+
+def received_orders(engine: sa.Engine, limit: int = BATCH) -> list[tuple[str, str]]:
+    """(tenant id, order id) of orders waiting for processing, oldest first, across tenants (like the
+    pipeline's poll, the processor serves every tenant)."""
+    with engine.connect() as conn:
+        return [(row.tenant_id, row.id) for row in conn.execute(
+            sa.select(orders.c.tenant_id, orders.c.id).where(orders.c.status == RECEIVED)
+            .order_by(orders.c.order_date, orders.c.id).limit(limit))]
+
+
+def process_order(engine: sa.Engine, tenant_id: str, order_id: str) -> bool:
+    """Open the order if it is still RECEIVED; False when another processor already did."""
+    return process_orders(engine, tenant_id, [order_id]) == 1
+
+
+def process_orders(engine: sa.Engine, tenant_id: str, order_ids: Sequence[str]) -> int:
+    """Open those of the tenant's orders (oldest first) that are still RECEIVED, in one transaction; how many."""
+
+    def attempt() -> int:
+        with engine.begin() as conn:
+            return _open(conn, tenant_id, order_ids)
+
+    return write_with_retries(engine, attempt)
+
+
+def _open(conn: sa.Connection, tenant_id: str, order_ids: Sequence[str]) -> int:
+    now = utc_now()
+    stores = dict(conn.execute(_claim(conn, tenant_id, order_ids).values(status=OPEN, modified_time=now)
+                               .returning(orders.c.id, orders.c.ecom_store_id)).all())
+    if not stores:
+        return 0
+    lines_of: dict[str, list[sa.Row]] = {}
+    for line in conn.execute(sa.select(order_lines.c.order_id, order_lines.c.id, order_lines.c.sku_id,
+                                       order_lines.c.quantity)
+                             .where(order_lines.c.tenant_id == tenant_id, order_lines.c.order_id.in_(sorted(stores)))
+                             .order_by(order_lines.c.order_id, order_lines.c.line_number)):
+        lines_of.setdefault(line.order_id, []).append(line)
+    warehouses_of: dict[str, list[str]] = {}
+    for row in conn.execute(sa.select(ecom_store_warehouses.c.ecom_store_id, ecom_store_warehouses.c.warehouse_id)
+                            .where(ecom_store_warehouses.c.tenant_id == tenant_id,
+                                   ecom_store_warehouses.c.ecom_store_id.in_(sorted(set(stores.values()))))
+                            .order_by(ecom_store_warehouses.c.ecom_store_id, ecom_store_warehouses.c.priority,
+                                      ecom_store_warehouses.c.warehouse_id)):
+        warehouses_of.setdefault(row.ecom_store_id, []).append(row.warehouse_id)
+    served = [order_id for order_id in order_ids if order_id in stores and warehouses_of.get(stores[order_id])]
+    if served:
+        available = _available(conn, tenant_id, sorted({warehouse for order_id in served
+                                                         for warehouse in warehouses_of[stores[order_id]]}),
+                               sorted({line.sku_id for order_id in served for line in lines_of.get(order_id, [])}))
+        stock_left = dict(available)
+        reserved_lines: list[tuple[str, Decimal]] = []
+        warehouse_of: list[tuple[str, str]] = []
+        for order_id in served:  # oldest first: each order sees what the earlier ones left
+            warehouse_id = _reserve(lines_of.get(order_id, []), warehouses_of[stores[order_id]], stock_left,
+                                    reserved_lines)
+            warehouse_of.append((order_id, warehouse_id))
+        taken = [(warehouse, sku, available[warehouse, sku] - left) for (warehouse, sku), left in stock_left.items()
+                 if left != available[warehouse, sku]]
+        _write_reservations(conn, tenant_id, now, reserved_lines, taken, warehouse_of)
+        sku_events(conn, tenant_id, {sku for _, sku, _ in taken})
+    pair_events(conn, tenant_id, subjects.ORDER_CREATED, [(store, order_id) for order_id, store in stores.items()])
+    return len(stores)
+
+
+def _claim(conn: sa.Connection, tenant_id: str, order_ids: Sequence[str]) -> sa.Update:
+    """The UPDATE that opens those of the orders still RECEIVED (and, on PostgreSQL, not held by another
+    processor, which is opening them)."""
+    waiting = sa.and_(orders.c.tenant_id == tenant_id, orders.c.id.in_(sorted(order_ids)), orders.c.status == RECEIVED)
+    if not is_duckdb(conn.engine):
+        waiting = orders.c.id.in_(sa.select(orders.c.id).where(waiting).with_for_update(skip_locked=True))
+    return orders.update().where(orders.c.tenant_id == tenant_id, orders.c.status == RECEIVED, waiting)
+
+
+def _reserve(lines: list[sa.Row], warehouse_ids: list[str], stock_left: dict[tuple[str, str], Decimal],
+             reserved_lines: list[tuple[str, Decimal]]) -> str:
+    """Choose the order's warehouse and take its lines' reservations out of `stock_left`, adding (line id,
+    quantity) to `reserved_lines` for each line that reserves something; returns the warehouse."""
+    wanted: dict[str, Decimal] = {}
+    for line in lines:
+        wanted[line.sku_id] = wanted.get(line.sku_id, Decimal(0)) + line.quantity
+    warehouse_id = next((warehouse for warehouse in warehouse_ids
+                         if all(stock_left.get((warehouse, sku), 0) >= qty for sku, qty in wanted.items())),
+                        warehouse_ids[0])
+    for line in lines:  # lines of one SKU share its available stock in line order
+        key = (warehouse_id, line.sku_id)
+        reserved = min(line.quantity, stock_left.get(key, Decimal(0)))
+        if reserved > 0:
+            stock_left[key] -= reserved
+            reserved_lines.append((line.id, reserved))
+    return warehouse_id
+
+
+def _write_reservations(conn: sa.Connection, tenant_id: str, now: datetime, reserved_lines: list[tuple[str, Decimal]],
+                        taken: list[tuple[str, str, Decimal]], warehouse_of: list[tuple[str, str]]) -> None:
+    """Each kind of row in one UPDATE … FROM (VALUES …): the lines' reserved quantities, the stock reserved, the
+    orders' warehouses."""
+    if reserved_lines:
+        lines = sa.values(sa.column("id", sa.String), sa.column("reserved", order_lines.c.reserved_quantity.type),
+                          name="reserved_lines").data(reserved_lines)
+        conn.execute(order_lines.update().where(order_lines.c.tenant_id == tenant_id, order_lines.c.id == lines.c.id)
+                     .values(reserved_quantity=lines.c.reserved))
+    if taken:
+        stock = sa.values(sa.column("location_id", sa.String), sa.column("sku_id", sa.String),
+                          sa.column("taken", stock_levels.c.reserved.type), name="taken").data(taken)
+        conn.execute(stock_levels.update().where(
+            stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id == stock.c.location_id,
+            stock_levels.c.sku_id == stock.c.sku_id).values(reserved=stock_levels.c.reserved + stock.c.taken,
+                                                           modified_time=now))
+    served = sa.values(sa.column("id", sa.String), sa.column("warehouse_id", sa.String),
+                       name="served").data(warehouse_of)
+    conn.execute(orders.update().where(orders.c.tenant_id == tenant_id, orders.c.id == served.c.id)
+                 .values(warehouse_id=served.c.warehouse_id))
+
+
+def _available(conn: sa.Connection, tenant_id: str, warehouse_ids: list[str],
+               sku_ids: list[str]) -> dict[tuple[str, str], Decimal]:
+    """On hand less reserved per (warehouse, SKU); the rows stay locked until commit on PostgreSQL, taken in
+    one order so that two processors never deadlock."""
+    query = (sa.select(stock_levels.c.location_id, stock_levels.c.sku_id, stock_levels.c.on_hand,
+                       stock_levels.c.reserved)
+             .where(stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id.in_(warehouse_ids),
+                    stock_levels.c.sku_id.in_(sku_ids))
+             .order_by(stock_levels.c.location_id, stock_levels.c.sku_id))
+    if not is_duckdb(conn.engine):
+        query = query.with_for_update()
+    return {(row.location_id, row.sku_id): max(row.on_hand - row.reserved, Decimal(0))
+            for row in conn.execute(query)}
+
+
+def _open_each(engine: sa.Engine, tenant_id: str, order_ids: Sequence[str]) -> int:
+    """Open the orders one at a time, logging each that fails (it stays RECEIVED for the next round)."""
+    opened = 0
+    for order_id in order_ids:
+        try:
+            opened += process_order(engine, tenant_id, order_id)
+        except Exception:
+            log.exception("opening order %s of tenant %s failed; trying again next round", order_id, tenant_id)
+    return opened
+
+
+def process_received(engine: sa.Engine, stop: threading.Event | None = None) -> int:
+    """Process every order waiting now; returns how many this call opened."""
+    opened = 0
+    while batch := received_orders(engine):
+        opened_before = opened
+        by_tenant: dict[str, list[str]] = {}
+        for tenant_id, order_id in batch:
+            by_tenant.setdefault(tenant_id, []).append(order_id)
+        for tenant_id, order_ids in by_tenant.items():
+            if stop is not None and stop.is_set():
+                return opened
+            try:
+                opened += process_orders(engine, tenant_id, order_ids)
+            except Exception:
+                log.exception("opening %d orders of tenant %s at once failed; opening them one at a time",
+                              len(order_ids), tenant_id)
+                opened += _open_each(engine, tenant_id, order_ids)
+        if len(batch) < BATCH or opened == opened_before:
+            break  # the rest is another processor's, or failed: it waits for the next round
+    return opened
+
+
+def run_order_processor(engine: sa.Engine, stop: threading.Event, wake: threading.Event,
+                        poll_seconds: float) -> None:
+    """Process orders until stopped: at once when woken (a new order), else every poll_seconds, which also picks
+    up orders a stopped process left RECEIVED. A failure is logged and tried again at the next round."""
+    while not stop.is_set():
+        wake.clear()
+        try:
+            process_received(engine, stop)
+        except Exception:
+            log.exception("order processing failed; trying again in %.1f s", poll_seconds)
+        wake.wait(poll_seconds)
