@@ -3,6 +3,7 @@ argon2 check and budgets, sessions kept as hashes with an expiry and ended at si
 state-changing form, the tenant of the session and nothing else, and actions through the admin operations."""
 
 import hashlib
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +25,7 @@ from serving.admin import issue_client
 from serving.app import create_app
 from serving.console.routes import CONTENT_SECURITY_POLICY
 from serving.demo import seed_demo_tenant
+from settings import Settings
 from tests.batches import failed_batch
 from tests.conftest import LiveServer, client_of, free_port, get_token, wait_for
 from tests.console_pages import browser, csrf_in, dead_letter_ids, dead_letters, sign_in_answer, signed_in
@@ -162,6 +164,19 @@ def test_without_a_session_pages_send_to_sign_in_and_actions_are_refused(server,
         forged = console.post(f"/console/events/{store}/replay/confirm", data={"all": "yes"})
         assert forged.status_code == 401
     assert set(letters) <= dead_letter_ids(engine, shared_world["id"], store)
+
+
+def test_every_console_route_but_sign_in_needs_a_session(server) -> None:
+    """Read from the app's URL map, so a page added later is checked without more code."""
+    app = create_app(Settings(data_dir="/nonexistent"), engine=None, issuer="http://x")  # type: ignore[arg-type]
+    routes = [(method, re.sub(r"<[^>]+>", new_id(), rule.rule)) for rule in app.url_map.iter_rules()
+              if rule.endpoint.startswith("console.") and rule.endpoint not in ("console.sign_in", "console.static")
+              for method in sorted(rule.methods - {"HEAD", "OPTIONS"})]
+    assert len(routes) >= 9
+    with browser(server.url) as console:
+        for method, path in routes:
+            answer = console.request(method, path, data={"csrf_token": "x"} if method == "POST" else None)
+            assert answer.status_code == (303 if method == "GET" else 401), (method, path)
 
 
 def _replay_all(console: httpx.Client, store: str, token: str | None, **headers: str) -> httpx.Response:

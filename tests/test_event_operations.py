@@ -213,6 +213,8 @@ def test_cli_shows_lists_and_replays_on_the_database(own_store) -> None:
     listed = pia("dead-letters", "--limit", "1")
     assert [item["eventId"] for item in listed["items"]] == [written[1]] and listed["nextAfter"] == written[1]
     assert [item["eventId"] for item in pia("dead-letters", "--after", written[1])["items"]] == [written[0]]
+    assert [item["eventId"] for item in pia("dead-letters", "--answer", "503 #1")["items"]] == written[1::-1]
+    assert pia("dead-letters", "--answer", "answered 410")["items"] == []
     assert pia("replay", "--event", written[0]) == {"replayed": 1}
     assert pia("replay", "--all") == {"replayed": 1}
     assert (pia("status")["backlog"], pia("status")["deadLetters"]) == (3, 0)

@@ -20,7 +20,7 @@ from quart import Response, g, request
 from contracts.admin import LOCAL_HOSTS
 from contracts.errors import ApiError
 from db.clients import Client
-from db.console_sessions import ConsoleSession, live_session
+from db.console_sessions import live_session
 from db.ids import utc_now
 from serving.authentication import Caller
 from serving.jsonio import blocking
@@ -52,9 +52,8 @@ class SignedOut(ApiError):
 
 @dataclass(frozen=True)
 class SignedIn:
-    """The request's session: its client (an admin client) and the tenant it sees."""
+    """The request's session: its client (an admin client), the tenant it sees, the token its forms carry."""
 
-    session: ConsoleSession
     client: Client
     csrf_token: str
 
@@ -124,5 +123,5 @@ async def signed_in() -> SignedIn:
     await admit(Caller(client, f"console:{session.session_hash[:16]}", started))
     if request.method not in SAFE_METHODS:
         await check_form(session_id)
-    g.console = signed = SignedIn(session, client, csrf_token(session_id))
+    g.console = signed = SignedIn(client, csrf_token(session_id))
     return signed
