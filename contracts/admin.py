@@ -258,6 +258,9 @@ class EventDeliveryState(Shape):
 class DeadLetterQuery(Shape):
     limit: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, description="Page size.")
     after: Id | None = Field(None, description="nextAfter of the previous page.")
+    answer: str | None = Field(None, min_length=1, max_length=200, examples=["answered 500"],
+                               description="Only dead letters whose last error contains this text (the destination's "
+                                           "answer, such as `answered 500`); give it again with `after`.")
 
 
 class DeadLetterEntry(Shape):
@@ -286,6 +289,13 @@ class ReplayRequest(Shape):
 class ReplayReport(Shape):
     replayed: int = Field(description="Dead letters put back for delivery (named ids that are not dead letters of "
                                       "the store are not counted).")
+
+
+class RerunRefusedError(Error):
+    """Nothing changed. BATCH_NOT_FAILED: only a FAILED batch is rerun; STAGED_FILE_GONE: retention removed its staged
+    file (PIA_STAGED_RETENTION_DAYS), so upload the data again as a new batch."""
+
+    error: Literal["BATCH_NOT_FAILED", "STAGED_FILE_GONE"]
 
 
 # The order operations' refusals (serving/routes/admin_api.py); the order record itself is contracts.orders.Order.

@@ -88,6 +88,18 @@ class BatchIdReused(Conflict):
     code, default_message = "BATCH_ID_REUSED", "The batch id was already used for a different payload."
 
 
+class BatchNotFailed(Conflict):
+    """A rerun of a batch that is not FAILED."""
+
+    code = "BATCH_NOT_FAILED"
+
+
+class StagedFileGone(Conflict):
+    """A rerun of a batch whose staged file retention has removed."""
+
+    code = "STAGED_FILE_GONE"
+
+
 class CustomerConflict(Conflict):
     code, default_message = "CUSTOMER_CONFLICT", "Another customer already has this e-mail address or phone."
 

@@ -151,11 +151,36 @@ def find_batch(engine: sa.Engine, batch_id: str) -> list[sa.Row]:
         return list(conn.execute(sa.select(batches).where(batches.c.batch_id == batch_id)))
 
 
-def counts_by_progress(engine: sa.Engine) -> dict[str, int]:
+def counts_by_progress(engine: sa.Engine, tenant_id: str | None = None) -> dict[str, int]:
+    """Batches by progress state, of every tenant or of one."""
+    query = sa.select(batches.c.progress, sa.func.count()).group_by(batches.c.progress)
+    if tenant_id is not None:
+        query = query.where(batches.c.tenant_id == tenant_id)
     with engine.connect() as conn:
-        rows = conn.execute(sa.select(batches.c.progress, sa.func.count()).group_by(batches.c.progress))
-        found = {progress: count for progress, count in rows}
+        found = {progress: count for progress, count in conn.execute(query)}
     return {progress: found.get(progress, 0) for progress in PROGRESS_STATES}
+
+
+def run_times(engine: sa.Engine, tenant_id: str, kind: str, *, before: datetime | None,
+              limit: int) -> tuple[list[datetime], datetime | None]:
+    """The generatedAt of the tenant's planning runs of one kind (the batches a run sent share it), newest first and
+    older than `before`; with the generatedAt to continue before when older runs follow."""
+    query = (sa.select(batches.c.generated_at).distinct()
+             .where(batches.c.tenant_id == tenant_id, batches.c.kind == kind))
+    if before is not None:
+        query = query.where(batches.c.generated_at < before)
+    with engine.connect() as conn:
+        times = list(conn.scalars(query.order_by(batches.c.generated_at.desc()).limit(limit + 1)))
+    return times[:limit], times[limit - 1] if len(times) > limit else None
+
+
+def batches_of_runs(engine: sa.Engine, tenant_id: str, kind: str, generated_at: list[datetime]) -> list[sa.Row]:
+    """The batches of these runs, newest run first, each run's in batchIndex order (then as received)."""
+    with engine.connect() as conn:
+        return list(conn.execute(
+            sa.select(batches).where(batches.c.tenant_id == tenant_id, batches.c.kind == kind,
+                                     batches.c.generated_at.in_(generated_at))
+            .order_by(batches.c.generated_at.desc(), batches.c.batch_index, batches.c.received_time)))
 
 
 def outcomes(engine: sa.Engine, keys: list[tuple[str, str]]) -> list[sa.Row]:
@@ -169,13 +194,16 @@ def outcomes(engine: sa.Engine, keys: list[tuple[str, str]]) -> list[sa.Row]:
             .order_by(batches.c.tenant_id, batches.c.received_time)))
 
 
-def oldest_unfinished(engine: sa.Engine) -> sa.Row:
-    """The receivedTime of the oldest PENDING batch and whether any batch is unfinished at all."""
+def oldest_unfinished(engine: sa.Engine, tenant_id: str | None = None) -> sa.Row:
+    """The receivedTime of the oldest PENDING batch and whether any batch is unfinished at all (of every tenant, or
+    of one)."""
+    query = sa.select(
+        sa.func.min(batches.c.received_time).filter(batches.c.progress == PENDING).label("oldest_pending"),
+        (sa.func.count() > 0).label("any_unfinished")).where(batches.c.progress.in_(UNFINISHED))
+    if tenant_id is not None:
+        query = query.where(batches.c.tenant_id == tenant_id)
     with engine.connect() as conn:
-        return conn.execute(sa.select(
-            sa.func.min(batches.c.received_time).filter(batches.c.progress == PENDING).label("oldest_pending"),
-            (sa.func.count() > 0).label("any_unfinished"))
-            .where(batches.c.progress.in_(UNFINISHED))).one()
+        return conn.execute(query).one()
 
 
 def unfinished_staged_paths(engine: sa.Engine) -> set[str]:

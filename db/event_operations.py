@@ -8,10 +8,11 @@ cleared), in embedded mode the bridge reads it from the outbox.
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
+from db.event_delivery import NO_DESTINATION
 from db.schema import ecom_stores, event_delivery_state, event_outbox
 
 
@@ -61,6 +62,24 @@ class DeadLetter:
     dead_letter_time: datetime
 
 
+@dataclass(frozen=True)
+class FailingEvent:
+    """An event still to deliver whose last attempt failed."""
+
+    event_id: str
+    subject: str
+    entity_id: str | None
+    attempts: int
+    last_error: str
+
+
+@dataclass(frozen=True)
+class HourOfDelivery:
+    hour: datetime  # its start, UTC
+    delivered: int
+    dead_lettered: int
+
+
 def _counts() -> sa.Select:
     """Backlog and dead letters per eCom store, every store listed (refine with a where clause)."""
     return (sa.select(ecom_stores.c.tenant_id, ecom_stores.c.id, _BACKLOG, _DEAD_LETTERS)
@@ -96,10 +115,11 @@ def delivery_state(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> Del
     return DeliveryState(ecom_store_id, counts[2], counts[3], *record)
 
 
-def dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str, *, after: str | None,
-                 limit: int) -> tuple[list[DeadLetter], str | None] | None:
+def dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str, *, after: str | None, limit: int,
+                 answer: str | None) -> tuple[list[DeadLetter], str | None] | None:
     """A page of the store's dead letters, newest event first (event ids are UUIDv7: in the order written), after
-    the event id `after`; with the event id to continue after when more follow. None: no such eCom store."""
+    the event id `after`, those whose last error contains `answer` when given; with the event id to continue after
+    when more follow. None: no such eCom store."""
     query = (sa.select(event_outbox.c.event_id, event_outbox.c.subject, event_outbox.c.entity_id,
                        event_outbox.c.datetime, event_outbox.c.attempts, event_outbox.c.last_error,
                        event_outbox.c.dead_letter_time)
@@ -108,6 +128,8 @@ def dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str, *, after
              .order_by(event_outbox.c.event_id.desc()).limit(limit + 1))  # one more says whether more follow
     if after is not None:
         query = query.where(event_outbox.c.event_id < after)
+    if answer is not None:
+        query = query.where(event_outbox.c.last_error.contains(answer, autoescape=True))
     with engine.connect() as conn:
         if not _store_exists(conn, tenant_id, ecom_store_id):
             return None
@@ -131,3 +153,42 @@ def replay_dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str,
         replayed = conn.execute(event_outbox.update().where(*condition).values(
             dead_letter_time=None, attempts=0, last_error=None, published_time=None))
         return replayed.rowcount
+
+
+def failing_events(engine: sa.Engine, tenant_id: str, ecom_store_id: str, limit: int) -> list[FailingEvent]:
+    """The store's events still to deliver that failed at least once, newest first: the answers of the last
+    failures (a refusal of the credentials counts no attempt, but leaves its answer)."""
+    with engine.connect() as conn:
+        return [FailingEvent(*row) for row in conn.execute(
+            sa.select(event_outbox.c.event_id, event_outbox.c.subject, event_outbox.c.entity_id,
+                      event_outbox.c.attempts, event_outbox.c.last_error)
+            .where(event_outbox.c.tenant_id == tenant_id, event_outbox.c.ecom_store_id == ecom_store_id,
+                   event_outbox.c.delivered_time.is_(None), event_outbox.c.dead_letter_time.is_(None),
+                   event_outbox.c.last_error.is_not(None))
+            .order_by(event_outbox.c.event_id.desc()).limit(limit))]
+
+
+def _hour_of(column: sa.ColumnElement[datetime]) -> sa.ColumnElement[int]:
+    """Hours since the epoch: the same bucket on both backends, whatever the session's time zone."""
+    return sa.cast(sa.func.floor(sa.extract("epoch", column) / 3600), sa.BigInteger)
+
+
+def deliveries_per_hour(engine: sa.Engine, tenant_id: str, ecom_store_id: str, since: datetime,
+                        now: datetime) -> list[HourOfDelivery]:
+    """Per hour from `since` to `now` (every hour listed): the store's events its destination accepted (not those
+    discarded for want of one) and those that went to the dead letters. Delivered rows are kept
+    PIA_DELIVERED_EVENT_RETENTION_DAYS, so older hours thin out."""
+    store = sa.and_(event_outbox.c.tenant_id == tenant_id, event_outbox.c.ecom_store_id == ecom_store_id)
+    delivered_hour, dead_hour = _hour_of(event_outbox.c.delivered_time), _hour_of(event_outbox.c.dead_letter_time)
+    with engine.connect() as conn:
+        delivered = dict(conn.execute(
+            sa.select(delivered_hour, sa.func.count()).where(
+                store, event_outbox.c.delivered_time >= since,
+                sa.func.coalesce(event_outbox.c.last_error, "") != NO_DESTINATION)
+            .group_by(delivered_hour)).all())
+        dead = dict(conn.execute(
+            sa.select(dead_hour, sa.func.count()).where(store, event_outbox.c.dead_letter_time >= since)
+            .group_by(dead_hour)).all())
+    first, last = int(since.timestamp() // 3600), int(now.timestamp() // 3600)
+    return [HourOfDelivery(datetime.fromtimestamp(hour * 3600, UTC), delivered.get(hour, 0), dead.get(hour, 0))
+            for hour in range(first, last + 1)]

@@ -210,3 +210,11 @@ def run_order_processor(engine: sa.Engine, stop: threading.Event, wake: threadin
         except Exception:
             log.exception("order processing failed; trying again in %.1f s", poll_seconds)
         wake.wait(poll_seconds)
+
+
+def waiting_orders(engine: sa.Engine, tenant_id: str) -> tuple[int, datetime | None]:
+    """How many of the tenant's orders wait to be opened, and when the oldest of them came in."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(sa.func.count(), sa.func.min(orders.c.order_date))
+                           .where(orders.c.tenant_id == tenant_id, orders.c.status == RECEIVED)).one()
+    return row[0], row[1]

@@ -1,9 +1,10 @@
 """Retention: what the service keeps only for a while, removed by age in bulk.
 
 Staged Parquet files go a set time after upload (their mtime), unless their batch is unfinished; finished
-batch rows a set time after they finished; audit rows a set time after their request. Deletes run in chunks
-of DELETE_CHUNK rows, each its own short transaction, so a first purge of a large backlog never holds a long
-lock. Files no batch row names (an upload interrupted between staging and recording) age out the same way.
+batch rows a set time after they finished; audit rows a set time after their request; console sessions once they
+expired. Deletes run in chunks of DELETE_CHUNK rows, each its own short transaction, so a first purge of a large
+backlog never holds a long lock. Files no batch row names (an upload interrupted between staging and recording)
+age out the same way.
 """
 
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from db.batches import FINISHED, unfinished_staged_paths
-from db.schema import audit_events, batches, event_outbox, pipeline_workers
+from db.schema import audit_events, batches, console_sessions, event_outbox, pipeline_workers
 from settings import Settings
 
 DELETE_CHUNK = 10_000
@@ -43,6 +44,7 @@ class Removed:
     audit_events: int
     worker_rows: int
     delivered_events: int
+    console_sessions: int
 
 
 def remove_expired(engine: sa.Engine, staging_dir: Path, policy: RetentionPolicy, now: datetime) -> Removed:
@@ -56,7 +58,9 @@ def remove_expired(engine: sa.Engine, staging_dir: Path, policy: RetentionPolicy
         worker_rows=_delete_in_chunks(engine, pipeline_workers, (pipeline_workers.c.worker_id,),
                                       pipeline_workers.c.heartbeat_time < now - DEAD_WORKER_ROWS_KEPT),
         delivered_events=_delete_in_chunks(engine, event_outbox, (event_outbox.c.event_id,),
-                                           event_outbox.c.delivered_time < now - policy.delivered_events))
+                                           event_outbox.c.delivered_time < now - policy.delivered_events),
+        console_sessions=_delete_in_chunks(engine, console_sessions, (console_sessions.c.session_hash,),
+                                           console_sessions.c.expires_time < now))
 
 
 def remove_staged_files(engine: sa.Engine, staging_dir: Path, staged_before: datetime) -> int:

@@ -451,6 +451,19 @@ api_clients = sa.Table(
     _instant("created_time"),
 )
 
+# Signed-in sessions of the operator console (serving/console/). The cookie holds the session id; only its SHA-256
+# is kept here, so a database dump cannot be turned back into a cookie. A table, so every API replica knows them.
+console_sessions = sa.Table(
+    "console_sessions",
+    metadata,
+    sa.Column("session_hash", sa.String(64), primary_key=True),
+    _tenant(),
+    _ref("client_id"),
+    _instant("created_time"),
+    _instant("expires_time"),
+    sa.Index(None, "expires_time"),  # retention removes expired sessions by it
+)
+
 signing_keys = sa.Table(
     "signing_keys",
     metadata,

@@ -16,7 +16,8 @@ import orjson
 import sqlalchemy as sa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from db.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, outcomes, requeue_failed
+from contracts.errors import Conflict
+from db.batches import FAILED, UNFINISHED, counts_by_progress, find_batch, get_batch, outcomes
 from db.engine import create_engine
 from db.held_export import LAYOUTS, Layout
 from db.ids import utc_now
@@ -25,6 +26,7 @@ from db.order_processing import run_order_processor
 from db.tenants import list_tenants
 from events.relay import run_relay
 from pipeline.export import export_held
+from pipeline.rerun import requeue_for_rerun
 from pipeline.worker import Pipeline, run_supervised
 from settings import Settings
 
@@ -115,16 +117,10 @@ def rerun(batch_id: str, tenant_id: str | None) -> None:
                    f"{'check the id' if not matches else 'name one with --tenant'}", err=True)
         sys.exit(2)
     batch = matches[0]
-    if batch.progress != FAILED:
-        click.echo(f"batch {batch_id} is {batch.progress}, not FAILED; only FAILED batches are rerun", err=True)
-        sys.exit(2)
-    if not (settings.resolved_staging_dir / batch.staged_path).is_file():
-        click.echo(f"batch {batch_id} cannot be rerun: its staged file {batch.staged_path} is gone (staged files "
-                   f"are removed {settings.staged_retention_days} days after upload, PIA_STAGED_RETENTION_DAYS); "
-                   "upload the data again as a new batch", err=True)
-        sys.exit(2)
-    if not requeue_failed(engine, batch.tenant_id, batch.batch_id):
-        click.echo(f"batch {batch_id} is no longer FAILED; only FAILED batches are rerun", err=True)
+    try:
+        requeue_for_rerun(engine, settings.resolved_staging_dir, settings.staged_retention_days, batch)
+    except Conflict as refused:
+        click.echo(refused.message, err=True)
         sys.exit(2)
     with _progress() as bar:
         task = bar.add_task(f"rerunning {batch_id}", total=None)

@@ -380,11 +380,12 @@ def events_status_command(tenant_id: str, ecom_store_id: str, url: str | None, c
 @click.option("--ecom-store", "ecom_store_id", required=True, help="eCom store id.")
 @click.option("--limit", type=click.IntRange(min=1), help="Page size (default 1,000).")
 @click.option("--after", help="nextAfter of the previous page.")
+@click.option("--answer", help="Only those whose last error contains this text, such as 'answered 500'.")
 @_api_options
 def events_dead_letters_command(tenant_id: str, ecom_store_id: str, limit: int | None, after: str | None,
-                                url: str | None, credentials_file: Path | None) -> None:
+                                answer: str | None, url: str | None, credentials_file: Path | None) -> None:
     """The events the bridge gave up on, newest first."""
-    query = _body(limit=None if limit is None else str(limit), after=after)
+    query = _body(limit=None if limit is None else str(limit), after=after, answer=answer)
     _perform(tenant_id, url, credentials_file, "GET", _events_path(ecom_store_id, f"/dead_letters?{urlencode(query)}"),
              None, lambda engine: admin_operations.list_dead_letters(engine, tenant_id, ecom_store_id, query))
 

@@ -13,6 +13,7 @@ from contracts.errors import InvalidRequest, NotFound
 from contracts.orders import OrderLinesRequest, ReturnRequest, ShipRequest
 from contracts.rendering import decimal, instant
 from db.backoffice import DocumentInvalid, load_document
+from db.batches import get_batch
 from db.destinations import DestinationSettings, EventDestination, get_destination, set_destination
 from db.event_operations import DeadLetter, DeliveryState, dead_letters, delivery_state, replay_dead_letters
 from db.fulfilment import cancel, pick, ship
@@ -21,9 +22,12 @@ from db.reference import release_retail_store
 from db.returns import return_units
 from db.secrets import SecretBox
 from db.stock import StockLevel, StockNotFound, StockRefused, adjust_stock
+from pipeline.rerun import requeue_for_rerun
+from serving.rendering import batch_status
 from serving.routes.orders import order_json
 from serving.routes.stores import retail_store_json
 from serving.validation import validated
+from settings import Settings
 
 # DocumentError carries a path and a message; every problem of a document is reported under this code.
 INVALID_DOCUMENT = "INVALID_DOCUMENT"
@@ -127,9 +131,10 @@ def delivery_state_json(state: DeliveryState) -> dict[str, Any]:
 
 def list_dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str,
                       query: dict[str, str]) -> dict[str, Any]:
-    """`query`: the request's query parameters (limit, after) as given, checked here for both ways in."""
+    """`query`: the request's query parameters (limit, after, answer) as given, checked here for both ways in."""
     request = validated(DeadLetterQuery, query)
-    page = dead_letters(engine, tenant_id, ecom_store_id, after=request.after, limit=request.limit)
+    page = dead_letters(engine, tenant_id, ecom_store_id, after=request.after, limit=request.limit,
+                        answer=request.answer)
     if page is None:
         raise _no_ecom_store(ecom_store_id)
     letters, next_after = page
@@ -148,6 +153,18 @@ def replay(engine: sa.Engine, tenant_id: str, ecom_store_id: str, body: Any) -> 
     if replayed is None:
         raise _no_ecom_store(ecom_store_id)
     return {"replayed": replayed}
+
+
+# Demand planning: a FAILED batch processed again, as `pia pipeline rerun` does it.
+
+
+def rerun_batch(engine: sa.Engine, settings: Settings, tenant_id: str, batch_id: str) -> dict[str, Any]:
+    """Put the FAILED batch back in line (a worker processes it) and answer its status, PENDING again."""
+    batch = get_batch(engine, tenant_id, batch_id)
+    if batch is None:
+        raise NotFound(f"No demand planning batch {batch_id} in this tenant.")
+    requeue_for_rerun(engine, settings.resolved_staging_dir, settings.staged_retention_days, batch)
+    return batch_status(get_batch(engine, tenant_id, batch_id))
 
 
 # Orders: each change runs in its own transaction on the locked order (db/fulfilment.py, db/returns.py) and

@@ -29,6 +29,7 @@ from events import bridge
 from events.relay import run_relay
 from pipeline.worker import Pipeline, run_supervised
 from serving.authentication import Authenticator
+from serving.console import routes as console
 from serving.jsonio import json_response
 from serving.openapi import attach_openapi
 from serving.protection import finish_protected
@@ -126,7 +127,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
 
     for blueprint in (meta.blueprint, oauth.blueprint, ecom.blueprint, customers.blueprint,
                       click_and_collect.blueprint, loyalty_programs.blueprint, demand_planning.blueprint,
-                      admin_api.blueprint, orders.blueprint):
+                      admin_api.blueprint, orders.blueprint, console.blueprint):
         app.register_blueprint(blueprint)
     attach_openapi(app, issuer)
     return app

@@ -46,7 +46,7 @@ class Authenticator:
 
     async def caller(self, token: str, started: float) -> Caller:
         claims = await self._claims(token)
-        client = await self._client(claims.tenant_id, claims.client_id)
+        client = await self.client(claims.tenant_id, claims.client_id)
         if client is None or not client.enabled:
             raise Unauthorized("The API client of this token is disabled or no longer exists.")
         return Caller(client, claims.token_id, started)
@@ -60,7 +60,8 @@ class Authenticator:
         self._verified[token] = (claims, expires)
         return claims
 
-    async def _client(self, tenant_id: str, client_id: str) -> Client | None:
+    async def client(self, tenant_id: str, client_id: str) -> Client | None:
+        """The API client, as read within the last `client_cache_seconds`."""
         key = (tenant_id, client_id)
         read = self._clients.get(key)
         if read is None:

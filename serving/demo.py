@@ -91,5 +91,6 @@ def demo(host: str, port: int, data_dir: Path) -> None:
     credentials = {"baseUrl": url, "tokenUrl": f"{url}/oauth2/token", "tenants": credentials["tenants"]}
     path.write_bytes(orjson.dumps(credentials, option=orjson.OPT_INDENT_2))
     path.chmod(0o600)  # it holds client secrets
-    click.echo(f"credentials: {path}\nget a token:\n  {_curl(credentials)}")
+    click.echo(f"credentials: {path}\nget a token:\n  {_curl(credentials)}\noperator console: {url}/console/ "
+               "(sign in with an admin client of the credentials)")
     run(settings, engine, host, port)

@@ -17,7 +17,7 @@ Responses stay plain dicts rendered by orjson: the models only document them (no
 
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any, TypeVar
 
@@ -42,6 +42,8 @@ OPTIONAL_BODY = "optional_body"
 # A response model with this class attribute set is sent as that media type instead of JSON (the metrics text).
 RESPONSE_MEDIA_TYPE = "response_media_type"
 _REF_TEMPLATE = "#/components/schemas/{model}"
+# Blueprints of pages for a browser (HTML, cookies and forms), not routes of the API contract.
+BROWSER_BLUEPRINTS = ("console",)
 
 
 def _header(description: str, required: bool = True, kind: str = "string") -> dict[str, Any]:
@@ -126,6 +128,10 @@ class ContractProvider(OpenAPIProvider):
                 raise ValueError(f"two different schemas are named {name}; rename one of the models")
         document["paths"] = dict(document["paths"])
         return document
+
+    def generate_rules(self) -> Iterable[Rule]:
+        return (rule for rule in super().generate_rules()
+                if rule.endpoint.partition(".")[0] not in BROWSER_BLUEPRINTS)
 
     def _declared_models(self) -> set[tuple[Any, str]]:
         """Every (model, mode) a route declares for a request or response body, and the shared Error."""

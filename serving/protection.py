@@ -54,15 +54,21 @@ def protect(blueprint: Blueprint, scope: str, resource_arg: str | None = None) -
     @blueprint.before_request
     async def guard() -> None:
         started = time.perf_counter()
-        g.caller = caller = await services().authenticator.caller(bearer_token(), started)
-        limit = caller.client.rate_limit_per_minute or services().settings.rate_limit_per_minute
-        g.rate_limit = state = await services().limiter.hit(f"client:{caller.client.id}", limit)
-        if not state.allowed:
-            raise TooManyRequests(f"More than {limit} requests in 60 seconds; retry after "
-                                  f"{state.reset_seconds} s.",
-                                  headers={"Retry-After": str(state.reset_seconds)})
+        caller = await services().authenticator.caller(bearer_token(), started)
+        await admit(caller)
         args = request.view_args or {}
         authorize(caller.client, args["tenantId"], scope, args.get(resource_arg) if resource_arg else None)
+
+
+async def admit(caller: Caller) -> None:
+    """Count the request against its client's rate limit (the console's pages count like the client's API calls),
+    and mark it for the rate-limit headers and the audit row of `finish_protected`."""
+    g.caller = caller
+    limit = caller.client.rate_limit_per_minute or services().settings.rate_limit_per_minute
+    g.rate_limit = state = await services().limiter.hit(f"client:{caller.client.id}", limit)
+    if not state.allowed:
+        raise TooManyRequests(f"More than {limit} requests in 60 seconds; retry after {state.reset_seconds} s.",
+                              headers={"Retry-After": str(state.reset_seconds)})
 
 
 async def finish_protected(response: Response) -> Response:

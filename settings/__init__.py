@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     # How long a process trusts its copy of an API client (enabled, rate limit) before reading it again:
     # disabling a client takes effect within this time. 0 reads it on every request.
     client_cache_seconds: float = 2.0
+    # How long a sign-in to the operator console (/console/) lasts; the session ends sooner at sign-out.
+    console_session_seconds: PositiveInt = 8 * 3600
     # `pia admin` commands go through this server's admin API when set (or given as --url), authenticating as
     # this admin-scope client; without it they work on the database directly.
     admin_url: str = ""

@@ -8,8 +8,13 @@ from typing import Any
 
 import httpx
 import orjson
+import sqlalchemy as sa
 
 from client.api import PiaClient
+from db.batches import fail_batch, get_batch
+from db.ids import utc_now
+from ingest.accept import accept_batch
+from settings import Settings
 
 FINISHED = {"COMPLETED", "COMPLETED_WITH_REJECTED_ITEMS", "FAILED"}
 
@@ -66,3 +71,20 @@ def final_status(client: PiaClient, kind: str, batch_id: str, timeout: float = 3
             raise AssertionError(f"batch {batch_id} not finished in {timeout} s: {status}")
         time.sleep(0.05)
     return status
+
+
+def failed_batch(settings: Settings, engine: sa.Engine, tenant_id: str, generated_at: str, timeout: float = 30) -> str:
+    """A forecast batch (one item, SKU 100001 at store 1001) staged, processed by the running server's worker, then
+    marked FAILED as a deterministic failure leaves it, its staged file kept: a batch a rerun can process. Failed
+    only once the worker is done with it, so the two never race."""
+    raw, headers = body(envelope([forecast_item("100001")], generated_at=generated_at))
+    batch_id = accept_batch(engine, settings.resolved_staging_dir, tenant_id, new_batch_id(), "SALES_FORECAST",
+                            body=raw, content_type=headers["Content-Type"],
+                            content_encoding=headers["Content-Encoding"], now=utc_now()).batch.batch_id
+    deadline = time.monotonic() + timeout
+    while get_batch(engine, tenant_id, batch_id).progress not in FINISHED:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"batch {batch_id} not processed in {timeout} s")
+        time.sleep(0.05)
+    fail_batch(engine, tenant_id, batch_id, "The staged batch file cannot be read.", utc_now())
+    return batch_id

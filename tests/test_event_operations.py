@@ -125,10 +125,18 @@ def test_dead_letters_are_listed_newest_first_page_by_page(http, admin, traffic)
     assert [item["eventId"] for item in whole["items"]] == [a[4], a[3], a[2]] and whole["nextAfter"] is None
     none = http.get(f"{admin['base']}/ecom_stores/{traffic['b']}/dead_letters", headers=admin["headers"])
     assert none.json() == {"items": [], "nextAfter": None}
+    by_answer = http.get(url, params={"answer": "503 #3"}, headers=admin["headers"]).json()
+    assert [item["eventId"] for item in by_answer["items"]] == [a[3]] and by_answer["nextAfter"] is None
+    paged = http.get(url, params={"answer": "HTTP 503", "limit": 1, "after": a[4]}, headers=admin["headers"]).json()
+    assert [item["eventId"] for item in paged["items"]] == [a[3]] and paged["nextAfter"] == a[3]
+    # The text is matched as written: LIKE's wildcards in it match only themselves.
+    assert http.get(url, params={"answer": "HTTP%503"}, headers=admin["headers"]).json()["items"] == []
     for limit in ("0", "abc", "5001"):
         refused = http.get(url, params={"limit": limit}, headers=admin["headers"])
         assert refused.status_code == 400, (limit, refused.text)
         assert refused.json()["details"]["errors"][0]["path"] == "limit"
+    refused = http.get(url, params={"answer": "x" * 201}, headers=admin["headers"])
+    assert refused.status_code == 400 and refused.json()["details"]["errors"][0]["path"] == "answer"
 
 
 def test_replay_clears_exactly_the_dead_letters_named_then_all_of_the_store(engine, http, admin, traffic) -> None:
@@ -205,6 +213,8 @@ def test_cli_shows_lists_and_replays_on_the_database(own_store) -> None:
     listed = pia("dead-letters", "--limit", "1")
     assert [item["eventId"] for item in listed["items"]] == [written[1]] and listed["nextAfter"] == written[1]
     assert [item["eventId"] for item in pia("dead-letters", "--after", written[1])["items"]] == [written[0]]
+    assert [item["eventId"] for item in pia("dead-letters", "--answer", "503 #1")["items"]] == written[1::-1]
+    assert pia("dead-letters", "--answer", "answered 410")["items"] == []
     assert pia("replay", "--event", written[0]) == {"replayed": 1}
     assert pia("replay", "--all") == {"replayed": 1}
     assert (pia("status")["backlog"], pia("status")["deadLetters"]) == (3, 0)

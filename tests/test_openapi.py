@@ -18,7 +18,7 @@ from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER, PARQUET
 from contracts.models import Error, InvalidRequestError
 from db.clients import SCOPES
 from serving.app import create_app
-from serving.openapi import attach_openapi, openapi_json
+from serving.openapi import BROWSER_BLUEPRINTS, attach_openapi, openapi_json
 from serving.protection import protect, protected_scope
 from serving.validation import validated
 from settings import Settings
@@ -48,9 +48,11 @@ def _operations(document: dict):
 
 
 def _served(app: Quart) -> dict[tuple[str, str], str]:
-    """(method, path) → endpoint, for every route of the URL map."""
+    """(method, path) → endpoint, for every route of the URL map but the console's pages for a browser."""
     served = {}
     for rule in app.url_map.iter_rules():
+        if rule.endpoint.partition(".")[0] in BROWSER_BLUEPRINTS:
+            continue
         path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
         served |= {(method.lower(), path): rule.endpoint for method in rule.methods - {"HEAD", "OPTIONS"}}
     return served

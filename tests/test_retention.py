@@ -1,6 +1,6 @@
-"""Retention on both backends: old staged files, finished batch rows, audit rows and dead workers' heartbeats go;
-young ones and everything of unfinished batches stay; the worker purges periodically; a rerun whose staged file
-is gone says so."""
+"""Retention on both backends: old staged files, finished batch rows, audit rows, dead workers' heartbeats and
+expired console sessions go; young ones and everything of unfinished batches stay; the worker purges periodically;
+a rerun whose staged file is gone says so."""
 
 import os
 import threading
@@ -14,9 +14,10 @@ from click.testing import CliRunner
 import db.retention
 from db.backoffice import load_document
 from db.batches import get_batch
+from db.console_sessions import start_session
 from db.ids import new_id, utc_now
 from db.retention import Removed, RetentionPolicy, remove_expired
-from db.schema import audit_events, batches, event_outbox, pipeline_workers
+from db.schema import audit_events, batches, console_sessions, event_outbox, pipeline_workers
 from db.tenants import create_tenant
 from db.workers import beat
 from ingest.accept import accept_batch
@@ -104,17 +105,21 @@ def test_retention_removes_what_is_old_and_keeps_the_rest(own_store, monkeypatch
     beat(engine, "live worker", utc_now())
     delivered_long_ago = {_event(engine, tenant, days) for days in (8, 20, 30)}
     kept_events = {_event(engine, tenant, 6), _event(engine, tenant, None), _event(engine, tenant, None, dead=True)}
+    _, expired_session = start_session(engine, tenant, new_id(), timedelta(hours=8), utc_now() - timedelta(hours=9))
+    _, live = start_session(engine, tenant, new_id(), timedelta(hours=8), utc_now() - timedelta(hours=7))
 
     removed = remove_expired(engine, staging, POLICY, utc_now())
 
-    assert removed == Removed(staged_files=3, finished_batches=1, audit_events=5, worker_rows=1, delivered_events=3)
+    assert removed == Removed(staged_files=3, finished_batches=1, audit_events=5, worker_rows=1, delivered_events=3,
+                              console_sessions=1)
+    assert _ids(engine, console_sessions.c.session_hash) == {live.session_hash} != {expired_session.session_hash}
     assert _ids(engine, event_outbox.c.event_id) & (delivered_long_ago | kept_events) == kept_events
     assert not ancient_file.exists() and not older_file.exists() and not orphan_old.exists()
     assert young_file.exists() and stuck_file.exists() and orphan_young.exists()
     assert _ids(engine, batches.c.batch_id) == {older, young, stuck}  # rows outlive their files
     assert _ids(engine, audit_events.c.id) == young_audit and not old_audit & _ids(engine, audit_events.c.id)
     assert _ids(engine, pipeline_workers.c.worker_id) == {"live worker"}
-    assert remove_expired(engine, staging, POLICY, utc_now()) == Removed(0, 0, 0, 0, 0)
+    assert remove_expired(engine, staging, POLICY, utc_now()) == Removed(0, 0, 0, 0, 0, 0)
 
 
 

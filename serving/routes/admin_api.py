@@ -21,10 +21,12 @@ from contracts.admin import (
     ReleasedRetailStore,
     ReplayReport,
     ReplayRequest,
+    RerunRefusedError,
     ShipRefusedError,
     StockAdjustment,
     StockLevel,
 )
+from contracts.demand_planning_models import BatchStatus
 from contracts.models import InvalidRequestError, NotFoundError
 from contracts.orders import Order, OrderLinesRequest, ReturnRequest, ShipRequest
 from db.secrets import secret_box
@@ -126,6 +128,18 @@ async def replay_dead_letters(tenantId: str, eComStoreId: str) -> Response:
     required: an empty request replays nothing (400)."""
     body = await _json()
     return json_response(await blocking(admin_operations.replay, services().engine, tenantId, eComStoreId, body))
+
+
+@blueprint.post("/batches/<batchId>/rerun")
+@document_response(BatchStatus, 202)
+@document_response(NotFoundError, 404)
+@document_response(RerunRefusedError, 409)
+async def rerun_batch(tenantId: str, batchId: str) -> Response:
+    """Process a FAILED demand planning batch again from its staged file (what `pia pipeline rerun` does): it goes
+    back in line at its original place with its attempts counted afresh, and answers PENDING; follow its status."""
+    status = await blocking(admin_operations.rerun_batch, services().engine, services().settings, tenantId, batchId)
+    services().wake_pipeline()
+    return json_response(status, 202)
 
 
 @blueprint.get("/orders/<orderIdOrNumber>")

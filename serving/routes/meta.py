@@ -1,21 +1,14 @@
 """Unauthenticated routes: health, the published contract, OAuth server metadata and signing keys."""
 
 import logging
-import time
-from datetime import datetime
-from typing import Any
 
-import sqlalchemy as sa
 from quart import Blueprint, Response, current_app
 from quart_schema import document_response, tag
 
 from contracts.meta import Health, JsonWebKeySet, Metrics, OpenApiDocument, OpenIdConfiguration, ServerMetadata
-from contracts.rendering import instant
-from db.batches import oldest_unfinished
 from db.clients import SCOPES
 from db.event_operations import delivery_counts
-from db.ids import utc_now
-from db.workers import latest_heartbeat
+from serving.health import probe_database, probe_pipeline
 from serving.jsonio import blocking, json_response
 from serving.metrics import CONTENT_TYPE, event_delivery_metrics
 from serving.openapi import openapi_json
@@ -23,28 +16,6 @@ from serving.services import services
 
 blueprint = Blueprint("meta", __name__)
 log = logging.getLogger(__name__)
-
-
-def _probe_database(engine: sa.Engine) -> float:
-    started = time.perf_counter()
-    with engine.connect() as conn:
-        conn.execute(sa.text("SELECT 1"))
-    return round((time.perf_counter() - started) * 1000, 2)
-
-
-def _age_seconds(now: datetime, then: datetime | None) -> float | None:
-    return None if then is None else round((now - then).total_seconds(), 1)
-
-
-def _probe_pipeline(engine: sa.Engine, stale_seconds: float) -> dict[str, Any]:
-    """The workers' freshest heartbeat and the oldest PENDING batch. Stalled: work waits, no worker beats."""
-    now = utc_now()
-    heartbeat, waiting = latest_heartbeat(engine), oldest_unfinished(engine)
-    heartbeat_age = _age_seconds(now, heartbeat)
-    alive = heartbeat_age is not None and heartbeat_age <= stale_seconds
-    return {"status": "ok" if alive or not waiting.any_unfinished else "stalled",
-            "lastHeartbeat": instant(heartbeat), "heartbeatAgeSeconds": heartbeat_age,
-            "oldestPendingAgeSeconds": _age_seconds(now, waiting.oldest_pending)}
 
 
 @blueprint.get("/healthcheck")
@@ -58,13 +29,13 @@ async def healthcheck() -> Response:
     """
     engine, settings = services().engine, services().settings
     try:
-        latency = await blocking(_probe_database, engine)
+        latency = await blocking(probe_database, engine)
     except Exception as error:  # any failure to reach the database means unavailable
         checks = {"database": {"status": "unavailable", "error": type(error).__name__},
                   "pipeline": {"status": "unknown"}}
         return json_response({"status": "unavailable", "checks": checks}, 503, {"Cache-Control": "no-store"})
     try:
-        pipeline = await blocking(_probe_pipeline, engine, settings.pipeline_stale_seconds)
+        pipeline = await blocking(probe_pipeline, engine, settings.pipeline_stale_seconds)
     except Exception as error:
         log.exception("healthcheck: pipeline probe failed")
         pipeline = {"status": "unknown", "error": type(error).__name__}

@@ -17,17 +17,14 @@ from contracts.meta import (
     TokenRequestRefused,
     TokenResponse,
 )
-from db.clients import Client, get_client
-from serving.credentials import DUMMY_HASH
+from db.clients import Client
+from serving.client_authentication import AttemptThrottled, AuthenticationFailed, authenticate_client
 from serving.jsonio import blocking, json_response
 from serving.openapi import also_accepts
-from serving.secret_verifier import VerifierBusy
 from serving.services import services
 
 blueprint = Blueprint("oauth", __name__)
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
-# A waiting slot frees as soon as any running secret check ends.
-_BUSY_RETRY_AFTER_SECONDS = 1
 
 
 class TokenError(Exception):
@@ -49,10 +46,9 @@ def _invalid_request(description: str) -> TokenError:
     return TokenError(400, "invalid_request", description)
 
 
-def _slow_down(description: str, retry_after_seconds: int) -> TokenError:
+def _slow_down(throttled: AttemptThrottled) -> TokenError:
     # RFC 6749 names no error for throttling; slow_down is the registered token-endpoint code (RFC 8628 §3.5).
-    return TokenError(429, "slow_down", f"{description} Retry after {retry_after_seconds} s.",
-                      {"Retry-After": str(retry_after_seconds)})
+    return TokenError(429, "slow_down", str(throttled), {"Retry-After": str(throttled.retry_after_seconds)})
 
 
 async def _parameters() -> dict[str, str]:
@@ -107,36 +103,6 @@ def _credentials(params: dict[str, str]) -> tuple[str, str]:
     return params["client_id"], params["client_secret"]
 
 
-async def _charge_attempt(tenant_id: str, client_id: str) -> None:
-    refusal = await services().token_attempts.charge(request.remote_addr, tenant_id, client_id)
-    if refusal is None:
-        return
-    if refusal.budget == "address":
-        description = f"More than {refusal.limit} token requests a minute from this address."
-    else:
-        description = f"More than {refusal.limit} token requests a minute for this client from this address."
-    raise _slow_down(description, refusal.retry_after_seconds)
-
-
-async def _authenticated_client(tenant_id: str, client_id: str, secret: str) -> Client:
-    verifier = services().secret_verifier
-    proof = verifier.proof(tenant_id, client_id, secret)
-    # A secret that passed lately costs nothing and is never throttled; anything else may cost a hash.
-    if not verifier.recently_proven(proof):
-        await _charge_attempt(tenant_id, client_id)
-    client = await blocking(get_client, services().engine, tenant_id, client_id)
-    try:
-        # Hash even for an unknown client, so timing does not tell which client ids exist.
-        matches = await verifier.matches(proof, secret, client.secret_hash if client else DUMMY_HASH)
-    except VerifierBusy:
-        raise _slow_down("Too many client secrets are being checked at once.", _BUSY_RETRY_AFTER_SECONDS) from None
-    if client is None or not matches:
-        raise TokenError(401, "invalid_client", "Client authentication failed.")
-    if not client.enabled:
-        raise TokenError(401, "invalid_client", "The API client is disabled.")
-    return client
-
-
 def _check_grant(client: Client, params: dict[str, str]) -> None:
     grant_type = params.get("grant_type")
     if not grant_type:
@@ -162,7 +128,12 @@ async def _token_response(tenant_id: str | None) -> Response:
         client_id, secret = _credentials(params)
         if not tenant_id:
             raise _invalid_request("tenant_id is required.")
-        client = await _authenticated_client(tenant_id, client_id, secret)
+        try:
+            client = await authenticate_client(tenant_id, client_id, secret, request.remote_addr)
+        except AttemptThrottled as throttled:
+            raise _slow_down(throttled) from None
+        except AuthenticationFailed as failed:
+            raise TokenError(401, "invalid_client", str(failed)) from None
         _check_grant(client, params)
     except TokenError as error:
         return error.response()
