@@ -30,7 +30,7 @@ class RoomCommands(click.Group):
 
 @click.group(cls=RoomCommands, rooms={
     "admin": "serving.admin:admin", "demo": "serving.demo:demo", "worker": "pipeline.cli:worker",
-    "pipeline": "pipeline.cli:pipeline", "upload": "client.cli:upload"})
+    "pipeline": "pipeline.cli:pipeline", "upload": "pia_client.cli:upload"})
 def main() -> None:
     """pia: the Public Integration API of the retail back office."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import orjson
 
-from client.api import PiaClient
+from pia_client.api import PiaClient
 
 FINISHED = {"COMPLETED", "COMPLETED_WITH_REJECTED_ITEMS", "FAILED"}
 

@@ -24,10 +24,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from tenacity import RetryCallState
 
-from client.api import PiaClient
-from client.retries import ApiCallFailed
-from client.tokens import Credentials, CredentialsMissing, credentials_from_file
-from client.upload import (
+from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
+from contracts.formats import TIMESTAMP_SHAPE, timestamp_value
+from pia_client.api import PiaClient
+from pia_client.retries import ApiCallFailed
+from pia_client.tokens import Credentials, CredentialsMissing, credentials_from_file
+from pia_client.upload import (
     Delivery,
     generated_at_of_file,
     plan_batches,
@@ -35,9 +37,7 @@ from client.upload import (
     send_batches,
     wait_for_batches,
 )
-from client.upload_file import BadFile, check_horizons, read_items
-from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from contracts.formats import TIMESTAMP_SHAPE, timestamp_value
+from pia_client.upload_file import BadFile, check_horizons, read_items
 from settings import Settings
 
 KINDS = {"forecasts": SALES_FORECAST, "replenishment": REPLENISHMENT_PARAMETER}
