@@ -76,11 +76,6 @@ class Settings(BaseSettings):
     admin_url: str = ""
     admin_client_id: str = ""
     admin_client_secret: SecretStr = SecretStr("")
-    # `pia upload` (the Python client's command line): the server, and the demand_planning client it authenticates
-    # as (or --credentials FILE).
-    url: str = ""
-    client_id: str = ""
-    client_secret: SecretStr = SecretStr("")
     # Change events. Kafka's bootstrap servers (host:port, comma-separated); empty is the embedded default, where
     # the bridge inside `pia serve` reads the outbox directly and no broker is needed.
     kafka_bootstrap_servers: str = ""
