@@ -170,11 +170,17 @@ def outcomes(engine: sa.Engine, keys: list[tuple[str, str]]) -> list[sa.Row]:
 
 
 def oldest_unfinished(engine: sa.Engine) -> sa.Row:
-    """The receivedTime of the oldest PENDING batch and whether any batch is unfinished at all."""
+    """The unfinished batches at a glance (healthcheck and metrics): whether there are any, how many wait
+    (PENDING) and are being applied (PROCESSING), the receivedTime of the oldest PENDING one and the start of the
+    oldest PROCESSING one."""
+    pending, processing = batches.c.progress == PENDING, batches.c.progress == PROCESSING
     with engine.connect() as conn:
         return conn.execute(sa.select(
-            sa.func.min(batches.c.received_time).filter(batches.c.progress == PENDING).label("oldest_pending"),
-            (sa.func.count() > 0).label("any_unfinished"))
+            sa.func.min(batches.c.received_time).filter(pending).label("oldest_pending"),
+            (sa.func.count() > 0).label("any_unfinished"),
+            sa.func.count().filter(pending).label("pending"),
+            sa.func.count().filter(processing).label("processing"),
+            sa.func.min(batches.c.started_time).filter(processing).label("oldest_processing"))
             .where(batches.c.progress.in_(UNFINISHED))).one()
 
 

@@ -4,10 +4,12 @@ import asyncio
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 
 import sqlalchemy as sa
+from hypercorn.middleware import ProxyFixMiddleware
 from quart import Quart, Response, g, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
@@ -28,8 +30,10 @@ from db.secrets import secret_box
 from events import bridge
 from events.relay import run_relay
 from pipeline.worker import Pipeline, run_supervised
-from serving.authentication import Authenticator
+from serving.authentication import Authenticator, Caller
 from serving.jsonio import json_response
+from serving.logs import request_context
+from serving.metrics import ServerMetrics
 from serving.openapi import attach_openapi
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
@@ -45,7 +49,7 @@ from serving.routes import (
     orders,
 )
 from serving.secret_verifier import SecretVerifier
-from serving.services import Services
+from serving.services import Services, services
 from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
 from serving.uploads import UploadWork
@@ -76,7 +80,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         secret_verifier=secret_verifier,
         token_attempts=TokenAttemptLimits(limiter, settings.token_attempts_per_minute_per_address,
                                           settings.token_attempts_per_minute_per_client),
-        uploads=_attach_upload_work(app, settings),
+        uploads=_attach_upload_work(app, settings), metrics=ServerMetrics(engine),
         wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None,
         wake_orders=_attach_order_processor(app, settings, engine))
     if run_bridge:
@@ -95,14 +99,17 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
 
     @app.before_request
     async def assign_request_id() -> None:
+        g.started = time.perf_counter()
         incoming = request.headers.get("X-Request-Id", "")
         g.request_id = incoming if _REQUEST_ID.match(incoming) else new_id()
+        request_context(request_id=g.request_id)
 
     @app.after_request
     async def finish(response: Response) -> Response:
         response = await finish_protected(response)
         response.headers["X-Request-Id"] = g.get("request_id") or new_id()
         await _drain_request_body(response)
+        _account_for(response)
         return response
 
     @app.errorhandler(ApiError)
@@ -129,7 +136,23 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
                       admin_api.blueprint, orders.blueprint):
         app.register_blueprint(blueprint)
     attach_openapi(app, issuer)
+    if settings.trusted_proxy_hops:
+        # The client's address is the one the trusted proxies put in X-Forwarded-For, for the token-attempt
+        # budgets and the logs alike (request.remote_addr); without trusted hops the header is ignored.
+        app.asgi_app = ProxyFixMiddleware(app.asgi_app, mode="legacy", trusted_hops=settings.trusted_proxy_hops)
     return app
+
+
+def _account_for(response: Response) -> None:
+    """The request's line in the log and its observation in the metrics; never its path, query or body."""
+    seconds = time.perf_counter() - g.get("started", time.perf_counter())
+    route = request.url_rule.rule if request.url_rule is not None else None
+    caller: Caller | None = g.get("caller")
+    log.log(logging.ERROR if response.status_code >= 500 else logging.INFO, "request", extra={
+        "method": request.method, "route": route, "status": response.status_code,
+        "duration_ms": round(seconds * 1000, 3), "tenant_id": caller.client.tenant_id if caller else None,
+        "client_id": caller.client.id if caller else None, "client_address": request.remote_addr})
+    services().metrics.observe_request(route, request.method, response.status_code, seconds)
 
 
 def _attach_upload_work(app: Quart, settings: Settings) -> UploadWork:

@@ -2,8 +2,9 @@
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveInt, SecretStr, model_validator
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import RATE_LIMIT_PER_MINUTE
@@ -100,6 +101,11 @@ class Settings(BaseSettings):
     # entity), so one entity's events still arrive in order. Other destinations take one attempt at a time.
     bridge_webhook_concurrency: PositiveInt = 16
     bridge_poll_seconds: float = 1.0
+    # Log lines: one JSON object each, or readable text. Unset: JSON, but text for `pia demo` on a terminal.
+    log_format: Literal["json", "text"] | None = None
+    # Reverse proxies in front of the API that append the caller's address to X-Forwarded-For: the address that
+    # many hops from the right is the client's (token-attempt budgets, logs). 0 trusts no header: the socket peer.
+    trusted_proxy_hops: NonNegativeInt = 0
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False
     # Tests create (and drop) a fresh database per session through this server.

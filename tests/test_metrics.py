@@ -1,0 +1,112 @@
+"""/metrics after real traffic, read with prometheus_client's parser: requests by route template (never a raw
+path or id), the queues read from the database, event delivery per eCom store, the process; and a scrape that
+cannot reach the database still answers."""
+
+from datetime import timedelta
+
+from db.batches import StagedBatch, mark_processing, record_batch
+from db.engine import create_engine
+from db.ids import new_id, utc_now
+from db.schema import orders
+from serving.app import create_app
+from serving.metrics import ServerMetrics
+from settings import Settings
+from tests.batches import body, envelope, forecast_item, new_batch_id, wait_finished
+from tests.conftest import bearer, client_of
+from tests.prometheus import samples
+
+REQUESTS = "pia_http_request_duration_seconds"
+LIMITS = "/v1/tenants/<tenantId>/demand_planning/limits"
+BATCH = "/v1/tenants/<tenantId>/demand_planning/sales_forecast_batches/<batchId>"
+
+
+def requests_counted(text: str, route: str, method: str, status: int) -> float:
+    return samples(text)[f"{REQUESTS}_count"].get(
+        frozenset({("route", route), ("method", method), ("status", str(status))}), 0)
+
+
+def test_a_scrape_after_real_traffic_counts_requests_by_route_template(settings, engine, http, shared_world,
+                                                                       cached_token) -> None:
+    token = cached_token(shared_world, client_of(shared_world, "demand_planning"))
+    base = f"/v1/tenants/{shared_world['id']}/demand_planning"
+    before = http.get("/metrics").text
+    for _ in range(3):
+        assert http.get(f"{base}/limits", headers=bearer(token)).status_code == 200
+    assert http.get(f"{base}/limits").status_code == 401
+    batch_id = new_batch_id()
+    content, headers = body(envelope([forecast_item("100001")]))
+    accepted = http.put(f"{base}/sales_forecast_batches/{batch_id}", content=content,
+                        headers=headers | bearer(token))
+    assert accepted.status_code == 202, accepted.text
+    wait_finished(http, f"{base}/sales_forecast_batches/{batch_id}", bearer(token))
+    stray = new_id()
+    assert http.get(f"/no/such/{stray}").status_code == 404
+    assert http.request("BREW", f"{base}/limits").status_code == 405
+
+    answer = http.get("/metrics")
+    assert answer.status_code == 200 and answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    after = answer.text
+    counted = {(route, method, status): requests_counted(after, route, method, status) -
+               requests_counted(before, route, method, status)
+               for route, method, status in [(LIMITS, "GET", 200), (LIMITS, "GET", 401), (BATCH, "PUT", 202),
+                                             ("unmatched", "GET", 404), ("unmatched", "OTHER", 405)]}
+    assert counted == {(LIMITS, "GET", 200): 3, (LIMITS, "GET", 401): 1, (BATCH, "PUT", 202): 1,
+                       ("unmatched", "GET", 404): 1, ("unmatched", "OTHER", 405): 1}
+    found = samples(after)
+    # Bounded: every route label is a rule of the app's URL map (or "unmatched"); no id made it into a label.
+    routes = {rule.rule for rule in create_app(settings, engine, "http://pia").url_map.iter_rules()} | {"unmatched"}
+    labels = [dict(key) for key in found[f"{REQUESTS}_count"]]
+    assert {label["route"] for label in labels} <= routes
+    assert not [value for key in found[f"{REQUESTS}_bucket"] for _, value in key
+                if shared_world["id"] in value or batch_id in value or stray in value]
+    # The histogram's buckets add up: the +Inf bucket holds every request of its series.
+    for key, count in found[f"{REQUESTS}_count"].items():
+        assert found[f"{REQUESTS}_bucket"][key | {("le", "+Inf")}] == count
+    assert found["pia_database_figures_up"][frozenset()] == 1
+    for store in shared_world["ecomStores"]:
+        assert frozenset({("tenant_id", shared_world["id"]), ("ecom_store_id", store["id"])}) \
+            in found["pia_event_backlog"]
+    for gauge in ("pia_batches_waiting", "pia_batches_applying", "pia_orders_waiting",
+                  "pia_batches_waiting_oldest_age_seconds", "pia_orders_waiting_oldest_age_seconds",
+                  "process_cpu_seconds_total", "process_resident_memory_bytes", "python_gc_collections_total"):
+        assert gauge in found, gauge
+
+
+def test_the_queues_and_their_oldest_ages_are_read_from_the_database(own_store) -> None:
+    settings, engine = own_store
+    now = utc_now()
+    tenant_id = new_id()
+    staged = StagedBatch("0" * 64, "none.parquet", now, None, None, 1, [])
+    for batch_id, received in (("waiting", now - timedelta(minutes=2)), ("applying", now - timedelta(minutes=9))):
+        assert record_batch(engine, tenant_id, batch_id, "SALES_FORECAST", staged, received)
+    mark_processing(engine, tenant_id, "applying", now - timedelta(minutes=1))
+    with engine.begin() as conn:  # an order no processor has opened (none runs on this store)
+        conn.execute(orders.insert().values(
+            id=new_id(), tenant_id=tenant_id, ecom_store_id=new_id(), number="100001", external_order_id="e1",
+            external_order_number="n1", customer_id=new_id(), status="RECEIVED", order_date=now - timedelta(minutes=5),
+            delivery_date=now.date(), currency_iso_code="NOK", delivery_address="{}", gross_amount=1, vat_amount=0,
+            modified_time=now))
+
+    found = samples(ServerMetrics(engine).exposition().decode())
+
+    def gauge(name: str) -> float:
+        return found[name][frozenset()]
+
+    assert (gauge("pia_batches_waiting"), gauge("pia_batches_applying"), gauge("pia_orders_waiting")) == (1, 1, 1)
+    # At least the ages set above; the upper bounds only guard against a wrong column (generous: a loaded machine).
+    assert 120 <= gauge("pia_batches_waiting_oldest_age_seconds") < 120 + 300
+    assert 60 <= gauge("pia_batches_applying_oldest_age_seconds") < 60 + 300
+    assert 300 <= gauge("pia_orders_waiting_oldest_age_seconds") < 300 + 300
+
+
+def test_a_scrape_without_the_database_still_answers_with_the_process_metrics(tmp_path) -> None:
+    unreachable = Settings(data_dir=tmp_path, database_url="postgresql+psycopg://pia@127.0.0.1:1/pia")
+    engine = create_engine(unreachable)
+    try:
+        found = samples(ServerMetrics(engine).exposition().decode())
+    finally:
+        engine.dispose()
+    assert found["pia_database_figures_up"][frozenset()] == 0
+    assert "pia_batches_waiting" not in found
+    assert "process_cpu_seconds_total" in found
+
