@@ -149,7 +149,7 @@ def _account_for(response: Response) -> None:
     route = request.url_rule.rule if request.url_rule is not None else None
     caller: Caller | None = g.get("caller")
     log.log(logging.ERROR if response.status_code >= 500 else logging.INFO, "request", extra={
-        "method": request.method, "route": route, "status": response.status_code,
+        "request_id": g.get("request_id"), "method": request.method, "route": route, "status": response.status_code,
         "duration_ms": round(seconds * 1000, 3), "tenant_id": caller.client.tenant_id if caller else None,
         "client_id": caller.client.id if caller else None, "client_address": request.remote_addr})
     services().metrics.observe_request(route, request.method, response.status_code, seconds)
