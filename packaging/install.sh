@@ -17,6 +17,7 @@ target=${2:?$usage}
 shift 2
 extras=("$@")
 cd "$(dirname "$0")/.."
+uv=${UV:-uv}  # `uv run` names its own binary in UV
 export UV_LINK_MODE=copy  # the cache may be on another file system (a Docker cache mount, a temporary dir)
 
 work=$(mktemp -d)
@@ -24,17 +25,17 @@ trap 'rm -rf "$work"' EXIT
 
 export_options=(--frozen --no-dev --no-emit-workspace --no-hashes --quiet)
 for extra in "${extras[@]}"; do export_options+=(--extra "$extra"); done
-uv export "${export_options[@]}" --output-file "$work/constraints.txt"
+"$uv" export "${export_options[@]}" --output-file "$work/constraints.txt"
 
 case $what in
   server)
-    uv build --all-packages --wheel --quiet --out-dir "$work/wheels"
+    "$uv" build --all-packages --wheel --quiet --out-dir "$work/wheels"
     extra_list=$(IFS=,; echo "${extras[*]}")
     wheels=("$work"/wheels/pia-*.whl "$work"/wheels/pia_client-*.whl)
     wheels[0]="${wheels[0]}${extra_list:+[$extra_list]}"
     ;;
   client)
-    uv build --package pia-client --wheel --quiet --out-dir "$work/wheels"
+    "$uv" build --package pia-client --wheel --quiet --out-dir "$work/wheels"
     wheels=("$work"/wheels/pia_client-*.whl)
     ;;
   *)
@@ -43,5 +44,5 @@ case $what in
     ;;
 esac
 
-uv venv --quiet "$target"
-uv pip install --quiet --python "$target/bin/python" --constraint "$work/constraints.txt" "${wheels[@]}"
+"$uv" venv --quiet "$target"
+"$uv" pip install --quiet --python "$target/bin/python" --constraint "$work/constraints.txt" "${wheels[@]}"

@@ -24,19 +24,21 @@ def _json(event: dict, **_: object) -> str:
 
 
 def configure_logging(log_format: LogFormat, level: int = logging.INFO) -> None:
-    """Route every log record of the process through one stderr handler in the chosen format."""
+    """Route every log record of the process through one stderr handler in the chosen format, unless logging is
+    configured already (as `logging.basicConfig` does): a test runner's capture, a program calling `pia`'s commands."""
     stamped: list = [structlog.contextvars.merge_contextvars, structlog.stdlib.add_log_level,
                      structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder(),
                      structlog.processors.TimeStamper(fmt="iso", utc=True, key="time")]
     rendering: list = ([structlog.processors.format_exc_info, structlog.processors.JSONRenderer(serializer=_json)]
-                       if log_format == "json" else [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())])
+                       if log_format == "json" else
+                       # Plain tracebacks: the default rich one prints each frame's local variables, secrets included.
+                       [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), timestamp_key="time",
+                                                      exception_formatter=structlog.dev.plain_traceback)])
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=stamped,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering]))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def request_context(**fields: object) -> None:

@@ -14,9 +14,10 @@ from tests.conftest import free_port, wait_for
 
 
 def clean_environment(**settings: str) -> dict[str, str]:
-    """This process's environment without its virtual environment, Python or pia settings, plus `settings`."""
+    """This process's environment without its virtual environment, Python or pia settings, plus `settings`
+    (uv's own, such as its cache, stay)."""
     kept = {name: value for name, value in os.environ.items()
-            if not name.startswith(("PIA_", "PYTHON", "VIRTUAL_ENV", "UV_"))}
+            if not name.startswith(("PIA_", "PYTHON", "VIRTUAL_ENV"))}
     return kept | settings
 
 

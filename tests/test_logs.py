@@ -4,6 +4,7 @@ body or query string is in any of them (nor are the destinations' secrets, while
 
 import base64
 import json
+import subprocess
 import sys
 import time
 import uuid
@@ -161,3 +162,19 @@ def test_no_secret_token_body_or_query_value_is_logged(run: Run) -> None:
     assert len(run.hidden) > 20
     leaked = [value for value in run.hidden if value in run.log]
     assert leaked == []
+
+
+@pytest.mark.parametrize("log_format", [None, "json", "text"])
+def test_pia_log_format_chooses_json_lines_or_text(log_format: str | None, tmp_path: Path) -> None:
+    settings = {"PIA_DATA_DIR": str(tmp_path)} | ({"PIA_LOG_FORMAT": log_format} if log_format else {})
+    done = subprocess.run([str(PIA), "db", "upgrade"], env=clean_environment(**settings), capture_output=True,
+                          text=True, timeout=300, check=True)
+    lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith(NOT_LOGGING)]
+    migrations = [line for line in lines if "Running upgrade" in line]
+    assert migrations, done.stderr
+    if log_format == "text":
+        assert not any(line.startswith("{") for line in lines)
+        assert all("[info     ] Running upgrade" in line for line in migrations)
+    else:  # JSON unless told otherwise (text only for pia demo on a terminal)
+        assert all(json.loads(line)["logger"] == "alembic.runtime.migration" for line in migrations)
+        assert all(isinstance(json.loads(line), dict) for line in lines)
