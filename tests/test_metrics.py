@@ -3,13 +3,18 @@ path or id), the queues read from the database, event delivery per eCom store, t
 cannot reach the database still answers."""
 
 from datetime import timedelta
+from urllib.parse import quote
+
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from db.batches import StagedBatch, mark_processing, record_batch
 from db.engine import create_engine
 from db.ids import new_id, utc_now
 from db.schema import orders
 from serving.app import create_app
-from serving.metrics import ServerMetrics
+from serving.metrics import METHODS, ServerMetrics
 from settings import Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id, wait_finished
 from tests.conftest import bearer, client_of
@@ -54,9 +59,8 @@ def test_a_scrape_after_real_traffic_counts_requests_by_route_template(settings,
                        ("unmatched", "GET", 404): 1, ("unmatched", "OTHER", 405): 1}
     found = samples(after)
     # Bounded: every route label is a rule of the app's URL map (or "unmatched"); no id made it into a label.
-    routes = {rule.rule for rule in create_app(settings, engine, "http://pia").url_map.iter_rules()} | {"unmatched"}
     labels = [dict(key) for key in found[f"{REQUESTS}_count"]]
-    assert {label["route"] for label in labels} <= routes
+    assert {label["route"] for label in labels} <= app_routes(settings, engine)
     assert not [value for key in found[f"{REQUESTS}_bucket"] for _, value in key
                 if shared_world["id"] in value or batch_id in value or stray in value]
     # The histogram's buckets add up: the +Inf bucket holds every request of its series.
@@ -71,6 +75,36 @@ def test_a_scrape_after_real_traffic_counts_requests_by_route_template(settings,
                   "process_cpu_seconds_total", "process_resident_memory_bytes", "python_gc_collections_total"):
         assert gauge in found, gauge
 
+
+ANY_METHOD = st.sampled_from(sorted(METHODS)) | st.from_regex(r"[A-Z]{1,12}", fullmatch=True)
+ANY_PATH = st.lists(st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=40),
+                    max_size=6).map(lambda segments: "/" + "/".join(quote(s, safe="") for s in segments))
+KNOWN_PREFIXES = st.sampled_from(["", "/v1/tenants/{tenant}/demand_planning", "/admin/v1/tenants/{tenant}",
+                                  "/v1/tenants/{tenant}/ecom_stores/{tenant}", "/oauth2"])
+
+
+@hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(method=ANY_METHOD, prefix=KNOWN_PREFIXES, path=ANY_PATH)
+def test_whatever_is_asked_the_labels_stay_templates_and_known_methods(settings, engine, http, shared_world,
+                                                                        method, prefix, path) -> None:
+    """Cardinality stays bounded: any path and method a caller sends ends as a route template of the app (or
+    `unmatched`) and a known method (or `OTHER`), never as its own series."""
+    answer = http.request(method, prefix.format(tenant=shared_world["id"]) + path)
+    assert answer.status_code < 500, answer.text
+    labels = [dict(key) for key in samples(http.get("/metrics").text)[f"{REQUESTS}_count"]]
+    assert {label["route"] for label in labels} <= app_routes(settings, engine)
+    assert {label["method"] for label in labels} <= METHODS | {"OTHER"}
+
+
+_ROUTES: dict[str, set[str]] = {}
+
+
+def app_routes(settings, engine) -> set[str]:
+    """The route templates of the app's URL map, and `unmatched`."""
+    if settings.resolved_database_url not in _ROUTES:
+        app = create_app(settings, engine, "http://pia")
+        _ROUTES[settings.resolved_database_url] = {rule.rule for rule in app.url_map.iter_rules()} | {"unmatched"}
+    return _ROUTES[settings.resolved_database_url]
 
 def test_the_queues_and_their_oldest_ages_are_read_from_the_database(own_store) -> None:
     settings, engine = own_store
