@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # The image runs this repository's wheels, installed with their locked dependencies by packaging/install.sh: the
 # same script tests/test_packaging.py runs and then drives the installed commands, so no list of folders can drift.
 # Add the audit extra (great-expectations, for `pia pipeline audit`) with --build-arg PIA_EXTRAS=audit.

@@ -26,6 +26,7 @@ from db.order_processing import run_order_processor
 from db.tenants import list_tenants
 from events.relay import run_relay
 from pipeline.export import export_held
+from pipeline.metrics import serve_worker_metrics
 from pipeline.worker import Pipeline, run_supervised
 from settings import Settings
 
@@ -49,6 +50,8 @@ def _progress() -> Progress:
 def worker() -> None:
     """Process batches until stopped (SIGTERM/SIGINT); run several against PostgreSQL to scale out."""
     settings, engine, pipeline = _pipeline()
+    if settings.worker_metrics_port:
+        pipeline.on_attempt = serve_worker_metrics(settings.worker_metrics_port).observe
     stop, wake = threading.Event(), threading.Event()
     # Orders are processed here too (their RECEIVED → OPEN step is safe to share with the servers).
     orders = threading.Thread(target=run_order_processor, args=(engine, stop, threading.Event(),

@@ -74,14 +74,15 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     app.after_serving(secret_verifier.close)
     tokens = TokenAuthority(engine, issuer, settings.token_lifetime_seconds, partial(secret_box, settings))
     audit = AuditWriter(engine)
+    metrics = ServerMetrics(engine)
     app.extensions["pia"] = Services(
         settings=settings, engine=engine, tokens=tokens, limiter=limiter,
         authenticator=Authenticator(tokens, engine, settings.client_cache_seconds), audit=audit,
         secret_verifier=secret_verifier,
         token_attempts=TokenAttemptLimits(limiter, settings.token_attempts_per_minute_per_address,
                                           settings.token_attempts_per_minute_per_client),
-        uploads=_attach_upload_work(app, settings), metrics=ServerMetrics(engine),
-        wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None,
+        uploads=_attach_upload_work(app, settings), metrics=metrics,
+        wake_pipeline=_attach_pipeline_worker(app, settings, engine, metrics) if run_pipeline else lambda: None,
         wake_orders=_attach_order_processor(app, settings, engine))
     if run_bridge:
         _attach_bridge(app, settings, engine)
@@ -163,13 +164,14 @@ def _attach_upload_work(app: Quart, settings: Settings) -> UploadWork:
     return uploads
 
 
-def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:
+def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine,
+                            metrics: ServerMetrics) -> Callable[[], None]:
     """Run the pipeline in a thread while the app serves; returns how uploads wake it.
 
     The thread runs it supervised: a crash of the loop is logged and the loop restarted, so processing never
     ends for the life of the server (its heartbeat in /healthcheck shows whether it is alive).
     """
-    pipeline = Pipeline.from_settings(settings, engine)
+    pipeline = Pipeline.from_settings(settings, engine, on_attempt=metrics.batch_timings.observe)
     return _attach_thread(app, "pipeline-worker", partial(run_supervised, pipeline),
                           settings.worker_poll_seconds)
 

@@ -4,8 +4,9 @@ queues, event delivery per eCom store, and the process.
 Each app has a registry of its own (tests run several apps in one process). Requests are observed as they are
 answered, labelled by route template, method and status, so the number of series stays bounded whatever paths
 callers ask for. The queues and the event backlog are read from the database at each scrape: they are the whole
-deployment's, whichever replica is scraped. A scrape that cannot reach the database still answers, with the
-process's own metrics and `pia_database_figures_up 0`.
+deployment's, whichever replica is scraped. Batch timings (pipeline/metrics.py) are those of the pipeline running
+in this process, if any. A scrape that cannot reach the database still answers, with the process's own metrics and
+`pia_database_figures_up 0`.
 """
 
 import logging
@@ -23,6 +24,7 @@ from db.batches import oldest_unfinished
 from db.event_operations import delivery_counts
 from db.ids import utc_now
 from db.order_processing import received_backlog
+from pipeline.metrics import BatchTimings, add_process_collectors
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 # Methods outside this set (any token is a method to HTTP) share one label value, as unmatched paths share one route.
@@ -30,8 +32,6 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 UNMATCHED_ROUTE = "unmatched"
 
 log = logging.getLogger(__name__)
-# The *_created series would double every counter's and histogram's series for a figure nobody graphs.
-prometheus_client.disable_created_metrics()
 
 
 def _age(now: datetime, then: datetime | None) -> float:
@@ -87,7 +87,8 @@ class DatabaseFigures(Collector):
 
 
 class ServerMetrics:
-    """The registry of one app: its request histogram, the database figures and the process collectors."""
+    """The registry of one app: its request histogram, the database figures, the batch timings of an in-process
+    pipeline and the process collectors."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.registry = CollectorRegistry()
@@ -96,9 +97,9 @@ class ServerMetrics:
                                    "response's start (its _count is the number of requests).",
                                    ["route", "method", "status"], registry=self.registry)
         self.registry.register(DatabaseFigures(engine))
-        prometheus_client.ProcessCollector(registry=self.registry)
-        prometheus_client.PlatformCollector(registry=self.registry)
-        prometheus_client.GCCollector(registry=self.registry)
+        add_process_collectors(self.registry)
+        # Observed by the pipeline when it runs in this process (the embedded default).
+        self.batch_timings = BatchTimings(self.registry)
 
     def observe_request(self, route: str | None, method: str, status: int, seconds: float) -> None:
         self._requests.labels(route or UNMATCHED_ROUTE, method if method in METHODS else "OTHER",

@@ -101,6 +101,8 @@ class Settings(BaseSettings):
     # entity), so one entity's events still arrive in order. Other destinations take one attempt at a time.
     bridge_webhook_concurrency: PositiveInt = 16
     bridge_poll_seconds: float = 1.0
+    # `pia worker` serves its metrics (process, batch timings) for Prometheus on this port; 0: none.
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     # Log lines: one JSON object each, or readable text. Unset: JSON, but text for `pia demo` on a terminal.
     log_format: Literal["json", "text"] | None = None
     # Reverse proxies in front of the API that append the caller's address to X-Forwarded-For: the address that

@@ -1,5 +1,6 @@
-"""`pia serve` as a process of its own, for tests of what only a real process shows: an installed wheel's server,
-the logs it writes. Its output goes to a file; stopping it stops its children too (the upload workers)."""
+"""`pia serve` (or another `pia` command) as a process of its own, for tests of what only a real process shows: an
+installed wheel's server, the logs it writes. Its output goes to a file; stopping it stops its children too (the
+upload workers)."""
 
 import os
 import signal
@@ -21,35 +22,42 @@ def clean_environment(**settings: str) -> dict[str, str]:
     return kept | settings
 
 
-def _healthy(url: str, process: subprocess.Popen) -> bool:
+def _answers(url: str, process: subprocess.Popen) -> bool:
     if process.poll() is not None:
-        raise AssertionError(f"pia serve exited with {process.returncode} before it answered")
+        raise AssertionError(f"{process.args} exited with {process.returncode} before {url} answered")
     try:
-        return httpx.get(f"{url}/healthcheck", timeout=2).status_code == 200
+        return httpx.get(url, timeout=2).status_code == 200
     except httpx.TransportError:
         return False
 
 
 @contextmanager
-def served(pia: Path, environment: dict[str, str], cwd: Path, output: Path) -> Iterator[str]:
-    """Run `pia serve` on a free port until the block ends; yields its base URL once /healthcheck answers 200."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+def running(command: list[str], environment: dict[str, str], cwd: Path, output: Path, ready: str) -> Iterator[None]:
+    """Run `command` until the block ends, from when `ready` (a URL) answers 200; its output goes to `output`."""
     with output.open("wb") as sink:
-        # A session of its own: the process group holds the server and every child it starts.
-        process = subprocess.Popen([str(pia), "serve", "--host", "127.0.0.1", "--port", str(port)], cwd=cwd,
-                                   env=environment, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        # A session of its own: the process group holds the process and every child it starts.
+        process = subprocess.Popen(command, cwd=cwd, env=environment, stdout=sink, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
     try:
         try:
-            wait_for(lambda: _healthy(url, process), 120, f"pia serve on {url} to answer /healthcheck")
+            wait_for(lambda: _answers(ready, process), 120, f"{ready} to answer")
         except BaseException:
             print(output.read_text())
             raise
-        yield url
+        yield
     finally:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=60)  # a graceful stop: in-flight work ends, the upload workers are closed
+            process.wait(timeout=60)  # a graceful stop: work in hand ends, the upload workers are closed
         finally:
             with suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
+
+
+@contextmanager
+def served(pia: Path, environment: dict[str, str], cwd: Path, output: Path) -> Iterator[str]:
+    """Run `pia serve` on a free port until the block ends; yields its base URL once /healthcheck answers 200."""
+    url = f"http://127.0.0.1:{(port := free_port())}"
+    with running([str(pia), "serve", "--host", "127.0.0.1", "--port", str(port)], environment, cwd, output,
+                 f"{url}/healthcheck"):
+        yield url

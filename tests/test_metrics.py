@@ -2,12 +2,16 @@
 path or id), the queues read from the database, event delivery per eCom store, the process; and a scrape that
 cannot reach the database still answers."""
 
+import sys
 from datetime import timedelta
+from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from db.batches import StagedBatch, mark_processing, record_batch
 from db.engine import create_engine
@@ -17,8 +21,11 @@ from serving.app import create_app
 from serving.metrics import METHODS, ServerMetrics
 from settings import Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id, wait_finished
-from tests.conftest import bearer, client_of
+from tests.conftest import bearer, client_of, free_port
 from tests.prometheus import samples
+from tests.served_process import clean_environment, running
+
+PIA = Path(sys.executable).parent / "pia"
 
 REQUESTS = "pia_http_request_duration_seconds"
 LIMITS = "/v1/tenants/<tenantId>/demand_planning/limits"
@@ -51,6 +58,11 @@ def test_a_scrape_after_real_traffic_counts_requests_by_route_template(settings,
     answer = http.get("/metrics")
     assert answer.status_code == 200 and answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
     after = answer.text
+    # The in-process pipeline observed the batch: its wait for the first attempt, and the attempt that completed it
+    # (at least: batches of earlier tests may still be finishing).
+    for name, labels in (("pia_batch_wait_seconds_count", {("kind", "SALES_FORECAST")}),
+                         ("pia_batch_attempt_seconds_count", {("kind", "SALES_FORECAST"), ("progress", "COMPLETED")})):
+        assert samples(after)[name][frozenset(labels)] - samples(before).get(name, {}).get(frozenset(labels), 0) >= 1
     counted = {(route, method, status): requests_counted(after, route, method, status) -
                requests_counted(before, route, method, status)
                for route, method, status in [(LIMITS, "GET", 200), (LIMITS, "GET", 401), (BATCH, "PUT", 202),
@@ -144,3 +156,15 @@ def test_a_scrape_without_the_database_still_answers_with_the_process_metrics(tm
     assert "pia_batches_waiting" not in found
     assert "process_cpu_seconds_total" in found
 
+
+
+def test_a_worker_serves_its_own_metrics(tmp_path) -> None:
+    """`pia worker` has no HTTP server of its own: with PIA_WORKER_METRICS_PORT it answers Prometheus on that port
+    (its process and the batch timings of its pipeline)."""
+    port = free_port()
+    environment = clean_environment(PIA_DATA_DIR=str(tmp_path), PIA_WORKER_METRICS_PORT=str(port))
+    with running([str(PIA), "worker"], environment, tmp_path, tmp_path / "worker.log", f"http://127.0.0.1:{port}/"):
+        text = httpx.get(f"http://127.0.0.1:{port}/").text
+    kinds = {family.name: family.type for family in text_string_to_metric_families(text)}
+    assert kinds["pia_batch_attempt_seconds"] == kinds["pia_batch_wait_seconds"] == "histogram"
+    assert kinds["process_cpu_seconds"] == "counter" and "process_resident_memory_bytes" in kinds
