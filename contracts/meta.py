@@ -36,9 +36,12 @@ class Health(Shape):
 
 
 class Metrics(RootModel[str]):
-    """Prometheus text format (0.0.4), computed on each scrape: per eCom store of every tenant, labelled tenant_id
-    and ecom_store_id, the gauges pia_event_backlog (events still to deliver) and pia_event_dead_letters (events
-    the bridge gave up on). Open like /healthcheck: meant for the internal network, keep it off the public edge."""
+    """Prometheus text format (0.0.4): pia_http_request_duration_seconds (a histogram by route template, method
+    and status); read from the database on each scrape, pia_batches_waiting and pia_batches_applying with their
+    oldest's age, pia_orders_waiting with its oldest's age, and per eCom store of every tenant (labelled tenant_id
+    and ecom_store_id) pia_event_backlog and pia_event_dead_letters; pia_batch_wait_seconds and
+    pia_batch_attempt_seconds of an in-process pipeline; the process_* and python_* metrics. Open like
+    /healthcheck: meant for the internal network, keep it off the public edge."""
 
     response_media_type: ClassVar[str] = "text/plain; version=0.0.4"
 

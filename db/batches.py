@@ -195,11 +195,17 @@ def outcomes(engine: sa.Engine, keys: list[tuple[str, str]]) -> list[sa.Row]:
 
 
 def oldest_unfinished(engine: sa.Engine, tenant_id: str | None = None) -> sa.Row:
-    """The receivedTime of the oldest PENDING batch and whether any batch is unfinished at all (of every tenant, or
-    of one)."""
+    """The unfinished batches at a glance (healthcheck, metrics, the console), of every tenant or of one: whether
+    there are any, how many wait (PENDING) and are being applied (PROCESSING), the receivedTime of the oldest
+    PENDING one and the start of the oldest PROCESSING one."""
+    pending, processing = batches.c.progress == PENDING, batches.c.progress == PROCESSING
     query = sa.select(
-        sa.func.min(batches.c.received_time).filter(batches.c.progress == PENDING).label("oldest_pending"),
-        (sa.func.count() > 0).label("any_unfinished")).where(batches.c.progress.in_(UNFINISHED))
+        sa.func.min(batches.c.received_time).filter(pending).label("oldest_pending"),
+        (sa.func.count() > 0).label("any_unfinished"),
+        sa.func.count().filter(pending).label("pending"),
+        sa.func.count().filter(processing).label("processing"),
+        sa.func.min(batches.c.started_time).filter(processing).label("oldest_processing"),
+    ).where(batches.c.progress.in_(UNFINISHED))
     if tenant_id is not None:
         query = query.where(batches.c.tenant_id == tenant_id)
     with engine.connect() as conn:

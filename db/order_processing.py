@@ -47,6 +47,14 @@ def received_orders(engine: sa.Engine, limit: int = BATCH) -> list[tuple[str, st
             .order_by(orders.c.order_date, orders.c.id).limit(limit))]
 
 
+def received_backlog(engine: sa.Engine) -> sa.Row:
+    """How many orders wait to be opened (RECEIVED) across tenants, and when the oldest of them came (metrics)."""
+    with engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.count().label("waiting"),
+                                      sa.func.min(orders.c.order_date).label("oldest"))
+                            .where(orders.c.status == RECEIVED)).one()
+
+
 def process_order(engine: sa.Engine, tenant_id: str, order_id: str) -> bool:
     """Open the order if it is still RECEIVED; False when another processor already did."""
     return process_orders(engine, tenant_id, [order_id]) == 1

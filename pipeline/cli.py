@@ -4,6 +4,7 @@ Exit codes: 0 done; 1 a batch ended FAILED (or, for process, still waits for a r
 (unknown batch, not FAILED, ambiguous id, staged file gone).
 """
 
+import importlib.util
 import logging
 import signal
 import sys
@@ -26,9 +27,13 @@ from db.order_processing import run_order_processor
 from db.tenants import list_tenants
 from events.relay import run_relay
 from pipeline.export import export_held
+from pipeline.metrics import serve_worker_metrics
 from pipeline.rerun import requeue_for_rerun
 from pipeline.worker import Pipeline, run_supervised
 from settings import Settings
+
+# The audit's libraries are the pia distribution's `audit` extra.
+AUDIT_INSTALL = "pip install 'pia[audit]' (in a checkout: uv sync --extra audit)"
 
 
 def _pipeline() -> tuple[Settings, sa.Engine, Pipeline]:
@@ -47,6 +52,8 @@ def _progress() -> Progress:
 def worker() -> None:
     """Process batches until stopped (SIGTERM/SIGINT); run several against PostgreSQL to scale out."""
     settings, engine, pipeline = _pipeline()
+    if settings.worker_metrics_port:
+        pipeline.on_attempt = serve_worker_metrics(settings.worker_metrics_port).observe
     stop, wake = threading.Event(), threading.Event()
     # Orders are processed here too (their RECEIVED → OPEN step is safe to share with the servers).
     orders = threading.Thread(target=run_order_processor, args=(engine, stop, threading.Event(),
@@ -138,8 +145,12 @@ def rerun(batch_id: str, tenant_id: str | None) -> None:
 def audit(tenant_id: str | None) -> None:
     """Check held data against the data-quality contract, as JSON, with Data Docs under DATA_DIR/audit/.
 
-    Exit 0 when every expectation holds, 1 when one fails, 2 for an unknown tenant or none at all.
+    Exit 0 when every expectation holds, 1 when one fails, 2 for an unknown tenant or none at all, or without
+    great-expectations (the `audit` extra).
     """
+    if importlib.util.find_spec("great_expectations") is None:  # looked up, not imported: that takes seconds
+        click.echo(f"pia pipeline audit needs great-expectations: {AUDIT_INSTALL}", err=True)
+        sys.exit(2)
     settings, engine, _ = _pipeline()
     tenant_ids = [row.id for row in list_tenants(engine)]
     if tenant_id is not None:

@@ -134,12 +134,25 @@ class RetryPolicy:
 RETENTION_LOCK = "pia:retention"  # one worker at a time purges; the others skip that round
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt at a batch, as the metrics see it: the progress it left the batch in (PROCESSING: to be tried
+    again), how long the batch had waited since it was received (for its first attempt), and how long it took."""
+
+    kind: str
+    progress: str
+    waited_seconds: float | None
+    took_seconds: float
+
+
 class Pipeline:
     def __init__(self, engine: sa.Engine, staging_dir: Path, locks: TenantLocks, *,
                  retry: RetryPolicy = RetryPolicy(), lock_timeout_seconds: float | None = None,
                  retention: RetentionPolicy | None = None, retention_interval_seconds: float = 3600.0,
-                 clock: Callable[[], datetime] = utc_now) -> None:
+                 clock: Callable[[], datetime] = utc_now,
+                 on_attempt: Callable[[Attempt], None] | None = None) -> None:
         self.engine, self.staging_dir, self.locks, self.clock = engine, staging_dir, locks, clock
+        self.on_attempt = on_attempt
         self.retry, self.lock_timeout_seconds = retry, lock_timeout_seconds
         self.retention, self.retention_interval_seconds = retention, retention_interval_seconds
         self.worker_id = new_id()
@@ -147,12 +160,13 @@ class Pipeline:
         self._last_beat = self._retention_due = float("-inf")
 
     @classmethod
-    def from_settings(cls, settings: Settings, engine: sa.Engine) -> "Pipeline":
+    def from_settings(cls, settings: Settings, engine: sa.Engine,
+                      on_attempt: Callable[[Attempt], None] | None = None) -> "Pipeline":
         return cls(engine, settings.resolved_staging_dir, tenant_locks_for(engine),
                    retry=RetryPolicy.from_settings(settings),
                    lock_timeout_seconds=settings.worker_lock_timeout_seconds,
                    retention=RetentionPolicy.from_settings(settings),
-                   retention_interval_seconds=settings.retention_interval_seconds)
+                   retention_interval_seconds=settings.retention_interval_seconds, on_attempt=on_attempt)
 
     def process_pending(self, on_batch: Callable[[str, str], None] | None = None) -> int:
         """Process the unfinished batches of every tenant this worker can lock and that is not waiting for a
@@ -201,6 +215,14 @@ class Pipeline:
 
     def process(self, batch: sa.Row) -> str:
         """One attempt at the batch; returns its progress after: a final state, or PROCESSING to retry later."""
+        started = self.clock()
+        progress = self._attempt(batch)
+        if self.on_attempt is not None:
+            waited = (started - batch.received_time).total_seconds() if batch.attempts == 0 else None
+            self.on_attempt(Attempt(batch.kind, progress, waited, (self.clock() - started).total_seconds()))
+        return progress
+
+    def _attempt(self, batch: sa.Row) -> str:
         tenant_id, batch_id = batch.tenant_id, batch.batch_id
         if batch.attempts >= self.retry.max_attempts:
             # Earlier attempts ended with no outcome recorded: workers killed mid-batch (by this batch, maybe).

@@ -7,9 +7,9 @@ from typing import Any
 import httpx
 import orjson
 
-from client.tokens import Credentials, TokenCache, token_request
-from client.tokens import CredentialsMissing as CredentialsMissing  # pia admin's commands catch it from here
-from client.tokens import credentials_from_file as credentials_of_scope
+from pia_client.tokens import Credentials, TokenCache, token_request
+from pia_client.tokens import CredentialsMissing as CredentialsMissing  # pia admin's commands catch it from here
+from pia_client.tokens import credentials_from_file as credentials_of_scope
 
 # httpx logs every request at INFO; the command's output is its JSON answer (stdout) or error body (stderr).
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -23,7 +23,7 @@ class AdminCallFailed(Exception):
         self.status, self.body = status, body
 
 
-# The admin client is one API client like the others: its credentials and token come from client/tokens.py.
+# The admin client is one API client like the others: its credentials and token come from pia_client/tokens.py.
 AdminCredentials = Credentials
 
 

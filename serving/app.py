@@ -4,10 +4,12 @@ import asyncio
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 
 import sqlalchemy as sa
+from hypercorn.middleware import ProxyFixMiddleware
 from quart import Quart, Response, g, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
@@ -28,9 +30,11 @@ from db.secrets import secret_box
 from events import bridge
 from events.relay import run_relay
 from pipeline.worker import Pipeline, run_supervised
-from serving.authentication import Authenticator
+from serving.authentication import Authenticator, Caller
 from serving.console import routes as console
 from serving.jsonio import json_response
+from serving.logs import request_context
+from serving.metrics import ServerMetrics
 from serving.openapi import attach_openapi
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
@@ -46,7 +50,7 @@ from serving.routes import (
     orders,
 )
 from serving.secret_verifier import SecretVerifier
-from serving.services import Services
+from serving.services import Services, services
 from serving.token_attempts import TokenAttemptLimits
 from serving.tokens import TokenAuthority
 from serving.uploads import UploadWork
@@ -71,14 +75,15 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     app.after_serving(secret_verifier.close)
     tokens = TokenAuthority(engine, issuer, settings.token_lifetime_seconds, partial(secret_box, settings))
     audit = AuditWriter(engine)
+    metrics = ServerMetrics(engine)
     app.extensions["pia"] = Services(
         settings=settings, engine=engine, tokens=tokens, limiter=limiter,
         authenticator=Authenticator(tokens, engine, settings.client_cache_seconds), audit=audit,
         secret_verifier=secret_verifier,
         token_attempts=TokenAttemptLimits(limiter, settings.token_attempts_per_minute_per_address,
                                           settings.token_attempts_per_minute_per_client),
-        uploads=_attach_upload_work(app, settings),
-        wake_pipeline=_attach_pipeline_worker(app, settings, engine) if run_pipeline else lambda: None,
+        uploads=_attach_upload_work(app, settings), metrics=metrics,
+        wake_pipeline=_attach_pipeline_worker(app, settings, engine, metrics) if run_pipeline else lambda: None,
         wake_orders=_attach_order_processor(app, settings, engine))
     if run_bridge:
         _attach_bridge(app, settings, engine)
@@ -96,14 +101,17 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
 
     @app.before_request
     async def assign_request_id() -> None:
+        g.started = time.perf_counter()
         incoming = request.headers.get("X-Request-Id", "")
         g.request_id = incoming if _REQUEST_ID.match(incoming) else new_id()
+        request_context(request_id=g.request_id)
 
     @app.after_request
     async def finish(response: Response) -> Response:
         response = await finish_protected(response)
         response.headers["X-Request-Id"] = g.get("request_id") or new_id()
         await _drain_request_body(response)
+        _account_for(response)
         return response
 
     @app.errorhandler(ApiError)
@@ -130,7 +138,23 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
                       admin_api.blueprint, orders.blueprint, console.blueprint):
         app.register_blueprint(blueprint)
     attach_openapi(app, issuer)
+    if settings.trusted_proxy_hops:
+        # The client's address is the one the trusted proxies put in X-Forwarded-For, for the token-attempt
+        # budgets and the logs alike (request.remote_addr); without trusted hops the header is ignored.
+        app.asgi_app = ProxyFixMiddleware(app.asgi_app, mode="legacy", trusted_hops=settings.trusted_proxy_hops)
     return app
+
+
+def _account_for(response: Response) -> None:
+    """The request's line in the log and its observation in the metrics; never its path, query or body."""
+    seconds = time.perf_counter() - g.get("started", time.perf_counter())
+    route = request.url_rule.rule if request.url_rule is not None else None
+    caller: Caller | None = g.get("caller")
+    log.log(logging.ERROR if response.status_code >= 500 else logging.INFO, "request", extra={
+        "request_id": g.get("request_id"), "method": request.method, "route": route, "status": response.status_code,
+        "duration_ms": round(seconds * 1000, 3), "tenant_id": caller.client.tenant_id if caller else None,
+        "client_id": caller.client.id if caller else None, "client_address": request.remote_addr})
+    services().metrics.observe_request(route, request.method, response.status_code, seconds)
 
 
 def _attach_upload_work(app: Quart, settings: Settings) -> UploadWork:
@@ -141,13 +165,14 @@ def _attach_upload_work(app: Quart, settings: Settings) -> UploadWork:
     return uploads
 
 
-def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:
+def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine,
+                            metrics: ServerMetrics) -> Callable[[], None]:
     """Run the pipeline in a thread while the app serves; returns how uploads wake it.
 
     The thread runs it supervised: a crash of the loop is logged and the loop restarted, so processing never
     ends for the life of the server (its heartbeat in /healthcheck shows whether it is alive).
     """
-    pipeline = Pipeline.from_settings(settings, engine)
+    pipeline = Pipeline.from_settings(settings, engine, on_attempt=metrics.batch_timings.observe)
     return _attach_thread(app, "pipeline-worker", partial(run_supervised, pipeline),
                           settings.worker_poll_seconds)
 

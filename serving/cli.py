@@ -2,11 +2,12 @@
 
 import asyncio
 import importlib
-import logging
 import signal
+import sys
 
 import click
 
+from serving.logs import configure_logging
 from settings import Settings
 
 
@@ -30,10 +31,13 @@ class RoomCommands(click.Group):
 
 @click.group(cls=RoomCommands, rooms={
     "admin": "serving.admin:admin", "demo": "serving.demo:demo", "worker": "pipeline.cli:worker",
-    "pipeline": "pipeline.cli:pipeline", "upload": "client.cli:upload"})
-def main() -> None:
+    "pipeline": "pipeline.cli:pipeline", "upload": "pia_client.cli:upload"})
+@click.pass_context
+def main(context: click.Context) -> None:
     """pia: the Public Integration API of the retail back office."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # PIA_LOG_FORMAT, else JSON lines, but readable text for `pia demo` run on a terminal.
+    demo_on_terminal = context.invoked_subcommand == "demo" and sys.stderr.isatty()
+    configure_logging(Settings().log_format or ("text" if demo_on_terminal else "json"))
 
 
 @main.group()

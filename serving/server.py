@@ -1,6 +1,7 @@
 """Serving the app with Hypercorn."""
 
 import asyncio
+import logging
 import signal
 
 import click
@@ -28,7 +29,10 @@ def run(settings: Settings, engine: sa.Engine, host: str, port: int) -> None:
         raise click.ClickException(f"cannot read the token signing keys: {error}") from None
     config = Config()
     config.bind = [f"{host}:{port}"]
-    config.accesslog = "-"
+    # pia's own request line (serving/app.py) replaces Hypercorn's access log; Hypercorn's other lines go through
+    # the process's logging, in its format.
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = 10
 
     async def main() -> None:

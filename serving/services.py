@@ -1,4 +1,5 @@
-"""What the routes share: the store engine, the token authority, the rate limiter, the audit writer, the settings."""
+"""What the routes share: the store engine, the token authority, the rate limiter, the audit writer, the metrics,
+the settings."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -8,6 +9,7 @@ from quart import current_app
 
 from db.audit import AuditWriter
 from serving.authentication import Authenticator
+from serving.metrics import ServerMetrics
 from serving.ratelimit import RateLimiter
 from serving.secret_verifier import SecretVerifier
 from serving.token_attempts import TokenAttemptLimits
@@ -28,6 +30,7 @@ class Services:
     authenticator: Authenticator
     audit: AuditWriter
     uploads: UploadWork
+    metrics: ServerMetrics
     # Tells the in-process pipeline worker a batch is waiting; a no-op when separate workers poll.
     wake_pipeline: Callable[[], None]
     # Tells the order processor of this process a new order is waiting.

@@ -2,8 +2,9 @@
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveInt, SecretStr, model_validator
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import RATE_LIMIT_PER_MINUTE
@@ -78,11 +79,6 @@ class Settings(BaseSettings):
     admin_url: str = ""
     admin_client_id: str = ""
     admin_client_secret: SecretStr = SecretStr("")
-    # `pia upload` (the Python client's command line): the server, and the demand_planning client it authenticates
-    # as (or --credentials FILE).
-    url: str = ""
-    client_id: str = ""
-    client_secret: SecretStr = SecretStr("")
     # Change events. Kafka's bootstrap servers (host:port, comma-separated); empty is the embedded default, where
     # the bridge inside `pia serve` reads the outbox directly and no broker is needed.
     kafka_bootstrap_servers: str = ""
@@ -107,6 +103,13 @@ class Settings(BaseSettings):
     # entity), so one entity's events still arrive in order. Other destinations take one attempt at a time.
     bridge_webhook_concurrency: PositiveInt = 16
     bridge_poll_seconds: float = 1.0
+    # `pia worker` serves its metrics (process, batch timings) for Prometheus on this port; 0: none.
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Log lines: one JSON object each, or readable text. Unset: JSON, but text for `pia demo` on a terminal.
+    log_format: Literal["json", "text"] | None = None
+    # Reverse proxies in front of the API that append the caller's address to X-Forwarded-For: the address that
+    # many hops from the right is the client's (token-attempt budgets, logs). 0 trusts no header: the socket peer.
+    trusted_proxy_hops: NonNegativeInt = 0
     # When set, tests that need an external service fail instead of skipping.
     require_services: bool = False
     # Tests create (and drop) a fresh database per session through this server.

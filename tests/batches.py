@@ -10,10 +10,10 @@ import httpx
 import orjson
 import sqlalchemy as sa
 
-from client.api import PiaClient
 from db.batches import fail_batch, get_batch
 from db.ids import utc_now
 from ingest.accept import accept_batch
+from pia_client.api import PiaClient
 from settings import Settings
 
 FINISHED = {"COMPLETED", "COMPLETED_WITH_REJECTED_ITEMS", "FAILED"}

@@ -15,12 +15,12 @@ import pyarrow as pa
 import pytest
 from tenacity import RetryCallState
 
-from client.api import AsyncPiaClient, PiaClient
-from client.frames import next_cursor, page_table
-from client.retries import ApiCallFailed, RetryPolicy, is_transient
-from client.tokens import Credentials, TokenCache, credentials_from_file
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
+from pia_client.api import AsyncPiaClient, PiaClient
+from pia_client.frames import next_cursor, page_table
+from pia_client.retries import ApiCallFailed, RetryPolicy, is_transient
+from pia_client.tokens import Credentials, TokenCache, credentials_from_file
 from serving.demo import seed_demo_tenant
 from tests.batches import envelope, final_status, forecast_item
 from tests.conftest import client_of

@@ -5,7 +5,6 @@ Outbox rows are written with db/outbox.py's writers and then marked delivered, p
 plain UPDATEs, as the relay and the bridge would."""
 
 import json
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +22,7 @@ from serving.admin import issue_client
 from serving.cli import main
 from serving.demo import seed_demo_tenant
 from tests.conftest import bearer, client_of, get_token
+from tests.prometheus import samples
 
 NOW = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 
@@ -229,40 +229,6 @@ def test_cli_shows_lists_and_replays_on_the_database(own_store) -> None:
 
 # --- /metrics -----------------------------------------------------------------------------------------------
 
-_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
-_SAMPLE = re.compile(rf"^({_NAME})(?:\{{(.*)\}})? (\S+)(?: -?\d+)?$")
-
-
-def parse_prometheus_text(text: str) -> dict[str, dict[frozenset, float]]:
-    """A strict reader of the text exposition format 0.0.4 (prometheus-client is not a dependency): every sample's
-    metric has its HELP and TYPE first, labels are well formed and not repeated, values are numbers."""
-    assert text.endswith("\n")
-    samples: dict[str, dict[frozenset, float]] = {}
-    typed: dict[str, str] = {}
-    described: set[str] = set()
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            name, _, description = line.removeprefix("# HELP ").partition(" ")
-            assert re.fullmatch(_NAME, name) and description and name not in described, line
-            described.add(name)
-        elif line.startswith("# TYPE "):
-            name, _, kind = line.removeprefix("# TYPE ").partition(" ")
-            assert kind in ("counter", "gauge", "histogram", "summary", "untyped") and name not in typed, line
-            typed[name] = kind
-        else:
-            match = _SAMPLE.match(line)
-            assert match, f"not a sample line: {line!r}"
-            name, labels_text, value = match.groups()
-            assert name in typed and name in described, f"{name} has no TYPE or HELP before its samples"
-            labels = _LABEL.findall(labels_text or "")
-            assert ",".join(f'{key}="{raw}"' for key, raw in labels) == (labels_text or ""), line
-            key = frozenset(labels)
-            assert len(key) == len(labels) and key not in samples.setdefault(name, {}), line
-            samples[name][key] = float(value)
-    return samples
-
-
 def test_metrics_carry_backlog_and_dead_letters_of_every_store_without_a_token(engine, http, world,
                                                                             traffic) -> None:
     answer = http.get("/metrics")
@@ -270,7 +236,7 @@ def test_metrics_carry_backlog_and_dead_letters_of_every_store_without_a_token(e
     assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
 
     def gauge(name: str, store: str, text: str = answer.text) -> float:
-        return parse_prometheus_text(text)[name][frozenset({("tenant_id", world["id"]), ("ecom_store_id", store)})]
+        return samples(text)[name][frozenset({("tenant_id", world["id"]), ("ecom_store_id", store)})]
 
     assert (gauge("pia_event_backlog", traffic["a"]), gauge("pia_event_dead_letters", traffic["a"])) == (2, 3)
     assert (gauge("pia_event_backlog", traffic["b"]), gauge("pia_event_dead_letters", traffic["b"])) == (2, 0)

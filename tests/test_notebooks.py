@@ -12,10 +12,10 @@ import orjson
 import pytest
 from nbclient import NotebookClient
 
-from client.api import PiaClient
-from client.tokens import credentials_from_file
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER as PARAMETERS
 from contracts.batch_kinds import SALES_FORECAST as FORECASTS
+from pia_client.api import PiaClient
+from pia_client.tokens import credentials_from_file
 from tests.batches import final_status
 from tests.demo_process import Demo
 

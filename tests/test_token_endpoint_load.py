@@ -6,6 +6,7 @@ distinct loopback source addresses (127.0.0.2, 127.0.0.3, …), which the server
 
 import asyncio
 import base64
+import logging
 import os
 import random
 import socket
@@ -134,18 +135,53 @@ def test_client_budget_answers_429_and_spares_its_owner_elsewhere(token_server, 
         assert ask(owner, shared_world, client, client["clientSecret"]).status_code == 200
 
 
-def test_address_budget_spans_client_ids(token_server, shared_world) -> None:
+def logged_addresses(caplog: pytest.LogCaptureFixture, answers: list[httpx.Response]) -> list[str]:
+    """The client address of each answer's request line, in order."""
+    lines = {record.request_id: record for record in caplog.records if record.name == "pia.request"}
+    return [lines[answer.headers["X-Request-Id"]].client_address for answer in answers]
+
+
+def test_address_budget_spans_client_ids(token_server, shared_world, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="pia.request")
     server = token_server(token_attempts_per_minute_per_client=100, token_attempts_per_minute_per_address=3)
     clients = shared_world["clients"][:3]
     with server.http("127.0.0.3") as prober, server.http("127.0.0.4") as neighbour:
-        # X-Forwarded-For is not trusted: claiming other addresses does not give the prober more attempts.
+        # X-Forwarded-For is not trusted (no PIA_TRUSTED_PROXY_HOPS): claiming other addresses does not give the
+        # prober more attempts, and its log lines name the socket's peer.
+        answers = []
         for n, client in enumerate(clients):
             forwarded = {"X-Forwarded-For": f"10.0.0.{n}"}
-            response = prober.post("/oauth2/token", auth=(client["clientId"], "wrong"), headers=forwarded,
-                                   data={"grant_type": "client_credentials", "tenant_id": shared_world["id"]})
-            assert response.status_code == 401
+            answers.append(prober.post("/oauth2/token", auth=(client["clientId"], "wrong"), headers=forwarded,
+                                       data={"grant_type": "client_credentials", "tenant_id": shared_world["id"]}))
+            assert answers[-1].status_code == 401
         assert_slow_down(ask(prober, shared_world, clients[0], "wrong", client_id=new_id()), "from this address")
         assert ask(neighbour, shared_world, clients[0], "wrong").status_code == 401
+    assert logged_addresses(caplog, answers) == ["127.0.0.3"] * 3
+
+
+def test_behind_trusted_proxies_the_budget_and_the_logs_take_the_forwarded_address(token_server, shared_world,
+                                                                                    caplog) -> None:
+    caplog.set_level(logging.INFO, logger="pia.request")
+    server = token_server(token_attempts_per_minute_per_client=100, token_attempts_per_minute_per_address=3,
+                          trusted_proxy_hops=1)
+    client = shared_world["clients"][0]
+    # One proxy (this client, from 127.0.0.5) appends the caller's address; what a caller wrote before it is not
+    # trusted, so the first caller cannot escape its budget by claiming other addresses.
+    first, second = "203.0.113.7", "2001:db8::1"
+    with server.http("127.0.0.5") as proxy:
+        def through(caller: str, claimed: str | None = None) -> httpx.Response:
+            forwarded = f"{claimed}, {caller}" if claimed else caller
+            return proxy.post("/oauth2/token", auth=(client["clientId"], "wrong"),
+                              headers={"X-Forwarded-For": forwarded},
+                              data={"grant_type": "client_credentials", "tenant_id": shared_world["id"]})
+
+        answers = [through(first), through(first, claimed="10.0.0.1"), through(first, claimed="10.0.0.2")]
+        assert [answer.status_code for answer in answers] == [401] * 3
+        assert_slow_down(through(first, claimed="10.0.0.3"), "from this address")
+        # Another caller behind the same proxy has a budget of its own.
+        answers.append(through(second))
+        assert answers[-1].status_code == 401
+    assert logged_addresses(caplog, answers) == [first] * 3 + [second]
 
 
 def test_replicas_share_the_budgets_through_redis(token_server, shared_world) -> None:

@@ -20,15 +20,15 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from rich.console import Console
 
-from client.api import PiaClient
-from client.cli import Report, upload, upload_file
-from client.retries import RetryPolicy
-from client.tokens import credentials_from_file
-from client.upload import batch_id, plan_batches
-from client.upload_file import BadFile, read_items
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.limits import published_limits
 from db.schema import batches
+from pia_client.api import PiaClient
+from pia_client.cli import Report, upload, upload_file
+from pia_client.retries import RetryPolicy
+from pia_client.tokens import credentials_from_file
+from pia_client.upload import batch_id, plan_batches
+from pia_client.upload_file import BadFile, read_items
 from serving.demo import seed_demo_tenant
 from tests.fault_proxy import FaultProxy
 

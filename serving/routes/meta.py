@@ -7,10 +7,9 @@ from quart_schema import document_response, tag
 
 from contracts.meta import Health, JsonWebKeySet, Metrics, OpenApiDocument, OpenIdConfiguration, ServerMetadata
 from db.clients import SCOPES
-from db.event_operations import delivery_counts
 from serving.health import probe_database, probe_pipeline
 from serving.jsonio import blocking, json_response
-from serving.metrics import CONTENT_TYPE, event_delivery_metrics
+from serving.metrics import CONTENT_TYPE
 from serving.openapi import openapi_json
 from serving.services import services
 
@@ -47,9 +46,10 @@ async def healthcheck() -> Response:
 @tag(["Operations"])
 @document_response(Metrics, 200)
 async def metrics() -> Response:
-    """Event delivery gauges for Prometheus; no token, like /healthcheck (serve it on the internal network only)."""
-    counts = await blocking(delivery_counts, services().engine)
-    return Response(event_delivery_metrics(counts), content_type=CONTENT_TYPE, headers={"Cache-Control": "no-store"})
+    """Metrics for Prometheus: requests, queues, event delivery, the process; no token, like /healthcheck (serve
+    it on the internal network only)."""
+    exposition = await blocking(services().metrics.exposition)
+    return Response(exposition, content_type=CONTENT_TYPE, headers={"Cache-Control": "no-store"})
 
 
 @blueprint.get("/v1/openapi.json")

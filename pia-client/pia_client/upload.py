@@ -18,10 +18,10 @@ import httpx
 import orjson
 import polars as pl
 
-from client.api import PiaClient
-from client.retries import ApiCallFailed, is_transient
-from client.upload_file import ECOM, RETAIL, SKU, Item
-from contracts.formats import MAX_INTEGER
+from pia_client.api import PiaClient
+from pia_client.contracts.formats import MAX_INTEGER
+from pia_client.retries import ApiCallFailed, is_transient
+from pia_client.upload_file import ECOM, RETAIL, SKU, Item
 
 # The namespace of pia upload's batch ids; changing it would make every rerun a new run.
 BATCH_ID_NAMESPACE = uuid.UUID("5d1c2f0e-7c1a-5b8e-9f43-3b6f0a2d9c17")

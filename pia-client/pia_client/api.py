@@ -1,8 +1,8 @@
 """`PiaClient` (sync) and `AsyncPiaClient` (async): the demand planning API of one tenant over httpx.
 
 Both share everything but the sending: `_Core` builds each request and reads each answer; the two subclasses
-only send (with the token and the retries of `client/retries.py`) and page. Tokens are fetched at the first call
-and renewed shortly before they expire (`client/tokens.py`).
+only send (with the token and the retries of `pia_client/retries.py`) and page. Tokens are fetched at the first call
+and renewed shortly before they expire (`pia_client/tokens.py`).
 
     with PiaClient("http://127.0.0.1:8080", tenant_id, Credentials(client_id, secret)) as pia:
         limits = pia.limits()
@@ -21,11 +21,11 @@ import polars as pl
 import pyarrow as pa
 from tenacity import AsyncRetrying, RetryCallState, Retrying
 
-from client.frames import ACCEPT_COLUMNAR, frame, next_cursor, page_table
-from client.retries import RetryPolicy, failure
-from client.tokens import Credentials, TokenCache, token_request
-from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from contracts.held_datasets import ARROW_STREAM, FORECAST_LAYOUTS, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
+from pia_client.contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
+from pia_client.contracts.held_datasets import ARROW_STREAM, FORECAST_LAYOUTS, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
+from pia_client.frames import ACCEPT_COLUMNAR, frame, next_cursor, page_table
+from pia_client.retries import RetryPolicy, failure
+from pia_client.tokens import Credentials, TokenCache, token_request
 
 SCOPE = "demand_planning"
 BATCH_COLLECTIONS = {SALES_FORECAST: "sales_forecast_batches",

@@ -1,4 +1,5 @@
-"""`pia upload forecasts|replenishment FILE`: a planner's file to any pia server, checked, batched and followed.
+"""`pia-upload forecasts|replenishment FILE` (also `pia upload` on a server): a planner's file to any pia server,
+checked, batched and followed.
 
 Exit codes:
   0  every batch was accepted (with --wait: and applied, nothing rejected)
@@ -9,6 +10,7 @@ Exit codes:
 """
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,10 +26,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from tenacity import RetryCallState
 
-from client.api import PiaClient
-from client.retries import ApiCallFailed
-from client.tokens import Credentials, CredentialsMissing, credentials_from_file
-from client.upload import (
+from pia_client.api import PiaClient
+from pia_client.contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
+from pia_client.contracts.formats import TIMESTAMP_SHAPE, timestamp_value
+from pia_client.retries import ApiCallFailed
+from pia_client.tokens import Credentials, CredentialsMissing, credentials_from_file
+from pia_client.upload import (
     Delivery,
     generated_at_of_file,
     plan_batches,
@@ -35,10 +39,7 @@ from client.upload import (
     send_batches,
     wait_for_batches,
 )
-from client.upload_file import BadFile, check_horizons, read_items
-from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from contracts.formats import TIMESTAMP_SHAPE, timestamp_value
-from settings import Settings
+from pia_client.upload_file import BadFile, check_horizons, read_items
 
 KINDS = {"forecasts": SALES_FORECAST, "replenishment": REPLENISHMENT_PARAMETER}
 ALL_APPLIED, SOME_REJECTED, BAD_INPUT, NOT_DELIVERED = 0, 1, 2, 3
@@ -149,12 +150,14 @@ def _report_problems(report: Report, path: Path, bad: BadFile) -> None:
         report.say(f"  … and {bad.count - PROBLEMS_SHOWN} more")
 
 
-def _credentials(credentials_file: Path | None, tenant_id: str, settings: Settings) -> Credentials:
+def _credentials(credentials_file: Path | None, tenant_id: str) -> Credentials:
+    # The secret is read from the environment, never from the command line (where `ps` would show it).
+    client_id, secret = os.environ.get("PIA_CLIENT_ID"), os.environ.get("PIA_CLIENT_SECRET")
     try:
         if credentials_file is not None:
             return credentials_from_file(credentials_file, tenant_id, "demand_planning")
-        if settings.client_id and settings.client_secret.get_secret_value():
-            return Credentials(settings.client_id, settings.client_secret.get_secret_value())
+        if client_id and secret:
+            return Credentials(client_id, secret)
         raise CredentialsMissing("set PIA_CLIENT_ID and PIA_CLIENT_SECRET or pass --credentials FILE "
                                  "(a demand_planning client)")
     except (CredentialsMissing, orjson.JSONDecodeError, KeyError, OSError) as error:
@@ -171,7 +174,7 @@ def _generated_at(_: click.Context, __: click.Parameter, value: str | None) -> s
 @click.argument("kind", type=click.Choice(sorted(KINDS)))
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--tenant", "tenant_id", required=True, help="The tenant's id.")
-@click.option("--url", help="Base URL of the pia server (default: PIA_URL).")
+@click.option("--url", envvar="PIA_URL", help="Base URL of the pia server (default: PIA_URL).")
 @click.option("--credentials", "credentials_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSON file with the demand_planning client: demo-credentials.json or {clientId, clientSecret}. "
                    "Default: PIA_CLIENT_ID and PIA_CLIENT_SECRET.")
@@ -187,11 +190,9 @@ def _generated_at(_: click.Context, __: click.Parameter, value: str | None) -> s
 def upload(kind: str, file: Path, tenant_id: str, url: str | None, credentials_file: Path | None,
            generated_at: str | None, batch_items: int | None, wait: bool, rejected_path: Path | None) -> None:
     """Upload a planner's CSV or Parquet file of sales forecasts or replenishment parameters (long or item shape)."""
-    settings = Settings()
-    url = url or settings.url
     if not url:
         raise click.UsageError("no server: pass --url or set PIA_URL")
-    credentials = _credentials(credentials_file, tenant_id, settings)
+    credentials = _credentials(credentials_file, tenant_id)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request would bury the report
     report = Report(Console(stderr=True, soft_wrap=True))
     # Failures outside a batch's own delivery (the token, GET /limits, polling) end the run as not delivered.

@@ -1,0 +1,129 @@
+# Copied from contracts/formats.py by pia-client/copy_contracts.py: edit that file, then run it.
+"""The format rules of the values clients and operators send, each defined once for every checker.
+
+Three checkers apply them: the upload's exact path (Python's `re`, value by value, saying what is wrong), the
+upload's fast path (RE2 through pyarrow, over whole columns) and the back-office document's JSON Schema, whose
+format definitions are filled from here (`contracts/backoffice_schema.py`). A rule is one pattern, written in the
+syntax Python's `re` and ECMA-262 (JSON Schema) share; RE2 differs only in how it escapes a code point, which
+`TextFormat` translates.
+
+Decisions:
+- Decimals are plain digits, optionally a point and 1 to 4 digits, with at most 14 digits before the point
+  (DECIMAL(18,4)): no sign, exponent, spaces, or leading or trailing point. Leading zeros are allowed ("007.5"
+  is 7.5): they are harmless and exact, uploads have always taken them, and refusing them would tighten the
+  published API's validation without notice (SPEC "Versioning"). The back-office document, which refused them,
+  takes them too.
+- Business keys (store and SKU numbers, codes) are 1 to 64 characters, with no control character (Unicode
+  category Cc, NUL included) anywhere and no white space (`str.isspace`) at either end. PostgreSQL cannot store
+  a NUL, and no held key has surrounding spaces (the back office never took one), so such a key could only
+  fail later; it is refused where it is sent, with its path.
+- Names and other free text of the back office have no control characters either (a NUL cannot be stored).
+- Dates are YYYY-MM-DD and a real calendar day. Timestamps are YYYY-MM-DDTHH:MM[:SS[.fraction]] with Z or
+  ±HH:MM, and their instant in UTC lies within years 1 to 9999 (what Python and the store hold).
+"""
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from functools import cached_property
+
+from pia_client.contracts.limits import MAX_DECIMAL_PLACES
+
+MAX_KEY_LENGTH = 64  # String(64) in the store
+DECIMAL_PRECISION = 18  # DECIMAL(18,4) in the store
+DECIMAL_INTEGER_DIGITS = DECIMAL_PRECISION - MAX_DECIMAL_PLACES
+MAX_INTEGER = 2**31 - 1  # INTEGER columns (batchIndex, batchTotal, itemCount)
+
+# Code point ranges, inclusive.
+CONTROL = ((0x00, 0x1F), (0x7F, 0x9F))  # Unicode category Cc
+SPACE = ((0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F),
+         (0x205F, 0x205F), (0x3000, 0x3000))  # white space (str.isspace) that is not a control character
+
+
+def _none_of(*ranges: tuple[int, int]) -> str:
+    """A character class of every code point outside `ranges`, escaped as \\uXXXX (read by Python and ECMA-262)."""
+    members = "".join(f"\\u{low:04X}" if low == high else f"\\u{low:04X}-\\u{high:04X}" for low, high in ranges)
+    return f"[^{members}]"
+
+
+_EDGE, _INNER = _none_of(*CONTROL, *SPACE), _none_of(*CONTROL)
+_RE2_ESCAPE = re.compile(r"\\u([0-9A-F]{4})")
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    """A whole-string pattern. `core` is unanchored, in the syntax Python's re and ECMA-262 share."""
+
+    core: str
+
+    @cached_property
+    def _python(self) -> re.Pattern[str]:
+        return re.compile(self.core)
+
+    def matches(self, text: str) -> bool:
+        return self._python.fullmatch(text) is not None
+
+    @cached_property
+    def re2_core(self) -> str:
+        """The core for RE2, which writes a code point as \\x{XXXX}."""
+        return _RE2_ESCAPE.sub(r"\\x{\1}", self.core)
+
+    @cached_property
+    def re2(self) -> str:
+        return f"^(?:{self.re2_core})$"  # RE2's $ is the end of the text
+
+    @cached_property
+    def json_schema(self) -> str:
+        # Python's `$` also matches before a final newline, and jsonschema checks patterns with Python's re;
+        # "no character follows" means the end in both engines.
+        return f"^(?:{self.core})(?![\\s\\S])"
+
+
+KEY = TextFormat(f"{_EDGE}(?:{_INNER}{{0,{MAX_KEY_LENGTH - 2}}}{_EDGE})?")
+TEXT = TextFormat(f"{_INNER}*")
+DECIMAL = TextFormat(rf"[0-9]{{1,{DECIMAL_INTEGER_DIGITS}}}(?:\.[0-9]{{1,{MAX_DECIMAL_PLACES}}})?")
+DATE = TextFormat(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+TIMESTAMP = TextFormat(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:[0-9]{2})")
+
+DECIMAL_SHAPE = (f"a non-negative decimal with at most {DECIMAL_INTEGER_DIGITS} digits before the point and "
+                 f'{MAX_DECIMAL_PLACES} after it, such as "12.5"')
+DATE_SHAPE = "a calendar date YYYY-MM-DD"
+TIMESTAMP_SHAPE = "an ISO 8601 timestamp with an offset, in years 1 to 9999 in UTC, such as 2026-11-21T02:00:00Z"
+
+
+def key_problem(text: str) -> str | None:
+    """None for a valid key, else what is wrong, completing a sentence that starts with the field's name."""
+    if KEY.matches(text):
+        return None
+    if not 1 <= len(text) <= MAX_KEY_LENGTH:
+        return f"must be 1 to {MAX_KEY_LENGTH} characters long, not {len(text)}."
+    if not TEXT.matches(text):
+        control = next(character for character in text if not TEXT.matches(character))
+        return f"must not contain control characters such as U+{ord(control):04X}."
+    return "must not start or end with white space."
+
+
+def decimal_value(text: str) -> Decimal | None:
+    return Decimal(text) if DECIMAL.matches(text) else None
+
+
+def date_value(text: str) -> date | None:
+    if not DATE.matches(text):
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:  # not a calendar day, such as 2026-02-30
+        return None
+
+
+def timestamp_value(text: str) -> datetime | None:
+    if not TIMESTAMP.matches(text):
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+        value.astimezone(UTC)  # OverflowError when the instant in UTC falls outside years 1 to 9999
+    except (ValueError, OverflowError):
+        return None
+    return value
