@@ -4,9 +4,9 @@
 # drift. The Dockerfile runs it to build the image; tests/test_packaging.py runs it into a temporary directory and
 # drives the installed commands from there, so the image's steps are the tested ones.
 #
-#   packaging/install.sh server TARGET [EXTRA ...]   the server (pia, with pia-client), as the image holds it;
+#   packaging/install.sh server TARGET [EXTRA ...]   the server (pia, with pia-client and pia-contracts), as the image holds it;
 #                                                    EXTRA: extras of pia to add, such as audit
-#   packaging/install.sh client TARGET               pia-client alone, as a planning partner installs it
+#   packaging/install.sh client TARGET               pia-client with pia-contracts alone, as a planning partner installs it
 #
 # uv's cache serves packages it has already fetched (uv sync fills it), so nothing is downloaded twice.
 set -euo pipefail
@@ -31,12 +31,14 @@ case $what in
   server)
     "$uv" build --all-packages --wheel --quiet --out-dir "$work/wheels"
     extra_list=$(IFS=,; echo "${extras[*]}")
-    wheels=("$work"/wheels/pia-*.whl "$work"/wheels/pia_client-*.whl)
+    wheels=("$work"/wheels/pia-*.whl "$work"/wheels/pia_client-*.whl "$work"/wheels/pia_contracts-*.whl)
     wheels[0]="${wheels[0]}${extra_list:+[$extra_list]}"
     ;;
   client)
-    "$uv" build --package pia-client --wheel --quiet --out-dir "$work/wheels"
-    wheels=("$work"/wheels/pia_client-*.whl)
+    for package in pia-contracts pia-client; do
+      "$uv" build --package "$package" --wheel --quiet --out-dir "$work/wheels"
+    done
+    wheels=("$work"/wheels/pia_client-*.whl "$work"/wheels/pia_contracts-*.whl)
     ;;
   *)
     echo "$usage" >&2

@@ -8,7 +8,6 @@ on the DuckDB file, `pia serve` answering /healthcheck, `pia admin load --url` t
 """
 
 import json
-import runpy
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from serving.demo_data import demo_document
 from tests.served_process import clean_environment, served
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-COPY_CONTRACTS = REPOSITORY / "pia-client" / "copy_contracts.py"
 
 # Every command of the installed `pia`, each asked for its --help in the installed environment (one process: each
 # import of the server costs seconds), with the exit code and output of any that fails.
@@ -132,7 +130,7 @@ def test_every_installed_command_answers_its_help(server_bin: Path, outside: Pat
 def test_the_wheel_holds_the_server_without_benchmarks_or_the_audit_libraries(server_bin: Path,
                                                                                outside: Path) -> None:
     installed = distributions(server_bin, outside)
-    assert {"pia", "pia-client", "duckdb", "quart"} <= installed
+    assert {"pia", "pia-client", "pia-contracts", "duckdb", "quart"} <= installed
     # great-expectations is the audit extra; without it none of what it brings is installed either.
     assert not installed & {"great-expectations", "pandas", "scipy", "altair"}
     found = run(server_bin / "python", "-c", "import importlib.util as u; print([m for m in ('benchmarks', "
@@ -163,8 +161,10 @@ def test_the_installed_server_migrates_serves_and_takes_admin_commands(site: Sit
 def test_the_client_alone_installs_without_the_server_and_uploads(site: Site, client_bin: Path, outside: Path,
                                                                   tmp_path: Path) -> None:
     installed = distributions(client_bin, outside)
-    assert "pia-client" in installed
-    assert not installed & {"pia", "duckdb", "quart", "great-expectations", "pandas", "sqlalchemy"}
+    assert {"pia-client", "pia-contracts"} <= installed
+    # Nor the server's validation libraries: the client uses the contracts that need pyarrow alone.
+    assert not installed & {"pia", "duckdb", "quart", "great-expectations", "pandas", "sqlalchemy", "pydantic",
+                            "phonenumbers"}
     today = datetime.now(UTC).date()
     rows = [f"1001,{100001 + sku},{(today + timedelta(days=day)).isoformat()},{sku + day}.5"
             for sku in range(10) for day in range(3)]
@@ -185,9 +185,3 @@ with PiaClient({site.url!r}, {site.tenant_id!r}, credentials) as pia:
 """, cwd=outside, environment=clean_environment())
     assert held.stdout.strip() == "10"
 
-
-def test_the_client_s_copies_of_the_contract_modules_are_current() -> None:
-    copies = runpy.run_path(str(COPY_CONTRACTS))["copies"]
-    stale = [str(path) for path, text in copies().items()
-             if not path.is_file() or path.read_text() != text]
-    assert stale == [], "run: uv run python pia-client/copy_contracts.py"

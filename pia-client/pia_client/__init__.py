@@ -1,8 +1,8 @@
 """The Python client of pia's public API, for planning partners, analysts and our own tools (`pia upload`).
 
 The `pia-client` distribution stands alone: a partner installs it without the server. It speaks HTTP only and
-imports nothing of the server's; the contract modules it shares with the server (formats, limits, batch kinds,
-held-data schemas) are copies in `contracts/`, kept current by pia-client/copy_contracts.py.
+imports nothing of the server's but `contracts` (the `pia-contracts` distribution, which the server installs too):
+the field rules, limits, batch kinds and held-data schemas, which need pyarrow alone.
 
 - `tokens`: credentials, and the access token cached until shortly before it expires
 - `retries`: SPEC's retry guidance as a tenacity policy

@@ -21,8 +21,8 @@ import polars as pl
 import pyarrow as pa
 from tenacity import AsyncRetrying, RetryCallState, Retrying
 
-from pia_client.contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from pia_client.contracts.held_datasets import ARROW_STREAM, FORECAST_LAYOUTS, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
+from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
+from contracts.held_datasets import ARROW_STREAM, FORECAST_LAYOUTS, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
 from pia_client.frames import ACCEPT_COLUMNAR, frame, next_cursor, page_table
 from pia_client.retries import RetryPolicy, failure
 from pia_client.tokens import Credentials, TokenCache, token_request

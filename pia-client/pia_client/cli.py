@@ -26,9 +26,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from tenacity import RetryCallState
 
+from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
+from contracts.formats import TIMESTAMP_SHAPE, timestamp_value
 from pia_client.api import PiaClient
-from pia_client.contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from pia_client.contracts.formats import TIMESTAMP_SHAPE, timestamp_value
 from pia_client.retries import ApiCallFailed
 from pia_client.tokens import Credentials, CredentialsMissing, credentials_from_file
 from pia_client.upload import (

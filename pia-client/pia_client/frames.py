@@ -11,7 +11,7 @@ import httpx
 import polars as pl
 import pyarrow as pa
 
-from pia_client.contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER
+from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER
 
 # Arrow first; JSON from servers without columnar reads.
 ACCEPT_COLUMNAR = f"{ARROW_STREAM}, application/json;q=0.5"

@@ -18,8 +18,8 @@ import httpx
 import orjson
 import polars as pl
 
+from contracts.formats import MAX_INTEGER
 from pia_client.api import PiaClient
-from pia_client.contracts.formats import MAX_INTEGER
 from pia_client.retries import ApiCallFailed, is_transient
 from pia_client.upload_file import ECOM, RETAIL, SKU, Item
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import polars as pl
 
-from pia_client.contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from pia_client.contracts.formats import DATE, DATE_SHAPE, DECIMAL, DECIMAL_SHAPE, KEY
-from pia_client.contracts.limits import MAX_HORIZON_DAYS, MAX_HORIZON_START_AGE_DAYS, MAX_VALIDATION_ERRORS_LISTED
+from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
+from contracts.formats import DATE, DATE_SHAPE, DECIMAL, DECIMAL_SHAPE, KEY
+from contracts.limits import MAX_HORIZON_DAYS, MAX_HORIZON_START_AGE_DAYS, MAX_VALIDATION_ERRORS_LISTED
 
 ROW = "row"  # the row number column added to the file's own
 RETAIL, ECOM, SKU = "retailStoreNumber", "ecomStoreNumber", "skuNumber"
