@@ -15,8 +15,11 @@ from contracts.admin import (
     EventDeliveryState,
     EventDestination,
     EventDestinationRequest,
+    FailedOrders,
+    FailedOrdersQuery,
     LoadReport,
     OrderNotOpenError,
+    OrderProcessing,
     PickRefusedError,
     ReleasedRetailStore,
     ReplayReport,
@@ -27,6 +30,7 @@ from contracts.admin import (
 )
 from contracts.models import InvalidRequestError, NotFoundError
 from contracts.orders import Order, OrderLinesRequest, ReturnRequest, ShipRequest
+from db.order_processing import retry_policy
 from db.secrets import secret_box
 from serving import admin_operations
 from serving.jsonio import blocking, json_response
@@ -126,6 +130,28 @@ async def replay_dead_letters(tenantId: str, eComStoreId: str) -> Response:
     required: an empty request replays nothing (400)."""
     body = await _json()
     return json_response(await blocking(admin_operations.replay, services().engine, tenantId, eComStoreId, body))
+
+
+@blueprint.get("/orders")
+@document_querystring(FailedOrdersQuery)
+@document_response(FailedOrders, 200)
+@document_response(InvalidRequestError, 400)
+async def list_failed_orders(tenantId: str) -> Response:
+    """RECEIVED orders that failed to open: parked ones (processing=FAILED, the default), which wait for an
+    operator's retry, or those still tried again after a backoff (processing=RETRYING); by order id, with attempts
+    and the last error."""
+    return json_response(await blocking(admin_operations.list_failed_orders, services().engine, tenantId,
+                                        request.args.to_dict()))
+
+
+@blueprint.post("/orders/<orderIdOrNumber>/retry")
+@document_response(OrderProcessing, 200)
+@document_response(NotFoundError, 404)
+async def retry_order(tenantId: str, orderIdOrNumber: str) -> Response:
+    """Try to open the order now, its failed attempts counted from zero: its processing state after (OPEN, or
+    RECEIVED with this attempt's error, tried again after a backoff). An order already open is left as it is."""
+    return json_response(await blocking(admin_operations.retry_failed_order, services().engine,
+                                        retry_policy(services().settings), tenantId, orderIdOrNumber))
 
 
 @blueprint.get("/orders/<orderIdOrNumber>")
