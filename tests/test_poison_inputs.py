@@ -52,6 +52,27 @@ def _stored_orders(engine: sa.Engine, shop: Shop) -> int:
         return conn.scalar(sa.select(sa.func.count()).select_from(orders).where(orders.c.tenant_id == shop.tenant_id))
 
 
+# --- the token endpoint ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["basic client id", "body tenant", "path tenant"])
+def test_a_control_character_in_a_token_requests_ids_is_invalid_request(http, shared_world, document,
+                                                                         where: str) -> None:
+    client = client_of(shared_world, "ecom")
+    client_id, tenant_id, path = client["clientId"], shared_world["id"], "/oauth2/token"
+    if where == "basic client id":
+        client_id = client_id[:8] + "\x00" + client_id[8:]
+    elif where == "body tenant":
+        tenant_id = "\x00" + tenant_id
+    else:
+        path = f"/v1/tenants/{quote(chr(0x85) + tenant_id)}/oauth2/v2.0/token"
+        tenant_id = chr(0x85) + tenant_id
+    response = http.post(path, data={"grant_type": "client_credentials", "tenant_id": tenant_id},
+                         auth=(client_id, client["clientSecret"]))
+    assert_response_matches(document, response)
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request"), response.text
+
+
 # --- ids, keys and codes in bodies ------------------------------------------------------------------------------
 
 # Where a control character goes in an order body, and the path and code of the answer's problem.
