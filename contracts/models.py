@@ -32,6 +32,16 @@ def refusing(code: str, what: str, problem: Callable[[str], str | None] = contro
     return BeforeValidator(check)
 
 
+# A decimal as returned: a canonical string ("12", "0.5", "-3.25").
+DecimalString = Annotated[str, Field(pattern=r"^-?[0-9]+(\.[0-9]+)?$", examples=["12.5"])]
+# An instant in UTC with offset, and a calendar day.
+Instant = Annotated[str, Field(json_schema_extra={"format": "date-time"}, examples=["2026-11-21T02:00:00Z"])]
+Day = Annotated[str, Field(json_schema_extra={"format": "date"}, examples=["2026-11-21"])]
+# An id the service gave out; one sent may be anything a lookup can take (no control characters: INVALID_ID).
+Id = Annotated[str, Field(description="UUIDv7", examples=["01a20a4f-c35c-742a-a143-6c0de849e123"]),
+               refusing("INVALID_ID", "The id")]
+
+
 def _canonical_uuid(value: Any) -> Any:
     if not isinstance(value, str):
         return value
@@ -41,14 +51,10 @@ def _canonical_uuid(value: Any) -> Any:
         raise PydanticCustomError("INVALID_ID", "Must be a UUID, such as 01a20a4f-c35c-742a-a143-6c0de849e123.") \
             from None
 
-# A decimal as returned: a canonical string ("12", "0.5", "-3.25").
-DecimalString = Annotated[str, Field(pattern=r"^-?[0-9]+(\.[0-9]+)?$", examples=["12.5"])]
-# An instant in UTC with offset, and a calendar day.
-Instant = Annotated[str, Field(json_schema_extra={"format": "date-time"}, examples=["2026-11-21T02:00:00Z"])]
-Day = Annotated[str, Field(json_schema_extra={"format": "date"}, examples=["2026-11-21"])]
-# An id the service gave out; one sent may be anything a lookup can take (no control characters: INVALID_ID).
-Id = Annotated[str, Field(description="UUIDv7", examples=["01a20a4f-c35c-742a-a143-6c0de849e123"]),
-               refusing("INVALID_ID", "The id")]
+
+# An id that must be a UUID where it is sent (INVALID_ID), passed on in its canonical lower-case form.
+Uuid = Annotated[str, Field(description="UUID", json_schema_extra={"format": "uuid"},
+                            examples=["01a20a4f-c35c-742a-a143-6c0de849e123"]), BeforeValidator(_canonical_uuid)]
 
 
 def _bounded_json(value: dict[str, Any]) -> dict[str, Any]:
@@ -63,9 +69,6 @@ def _bounded_json(value: dict[str, Any]) -> dict[str, Any]:
 FreeJson = Annotated[dict[str, Any], AfterValidator(_bounded_json), Field(
     description=f"Any JSON object, nested at most {MAX_FREE_JSON_DEPTH} levels deep and at most "
                 f"{MAX_FREE_JSON_BYTES} bytes long as compact JSON.")]
-# An id that must be a UUID where it is sent (INVALID_ID), passed on in its canonical lower-case form.
-Uuid = Annotated[str, Field(description="UUID", json_schema_extra={"format": "uuid"},
-                            examples=["01a20a4f-c35c-742a-a143-6c0de849e123"]), BeforeValidator(_canonical_uuid)]
 
 
 class Shape(BaseModel):
