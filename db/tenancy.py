@@ -12,8 +12,8 @@ with `across_tenants(statement, reason)`.
 installs it for every test (tests/conftest.py), so the rule cannot be broken silently. It reads the statement's
 SQLAlchemy expression before it is compiled; textual SQL that reads or changes a tenant's table (FROM, JOIN, UPDATE)
 passes only if it mentions tenant_id at all, a coarser check. DDL (migrations) is not checked, nor are statements
-sent over the driver's own connection (bulk COPY, db/bulk.py), which are written with the tenant by hand. A table named once in two places (an UPDATE and its own subquery) counts as
-bound when either place binds it.
+sent over the driver's own connection (bulk COPY, db/bulk.py), which are written with the tenant by hand. A table
+named once in two places (an UPDATE and its own subquery) counts as bound when either place binds it.
 """
 
 import re
