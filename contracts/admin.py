@@ -25,7 +25,7 @@ from contracts import backoffice_schema
 from contracts.click_and_collect import Shortages
 from contracts.formats import DECIMAL, TEXT, key_problem
 from contracts.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape
+from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape, Uuid, refusing
 
 LOCATION_TYPES = ("WAREHOUSE", "RETAIL_STORE")
 DESTINATION_KINDS = ("SERVICE_BUS", "WEBHOOK")
@@ -35,10 +35,11 @@ MAX_URL_LENGTH = 1000  # ecom_store_event_destinations.endpoint
 MAX_REASON_LENGTH = 200
 
 
-def _key(value: Any) -> Any:
-    if isinstance(value, str) and (problem := key_problem(value)):
-        raise PydanticCustomError("INVALID_KEY", "{problem}", {"problem": f"The key {problem}"})
-    return value
+def _unprintable(text: str) -> str | None:
+    if text.isprintable():
+        return None
+    odd = next(character for character in text if not character.isprintable())
+    return f"must hold printable characters only, not U+{ord(odd):04X}."
 
 
 def _signed_decimal(value: Any) -> Decimal:
@@ -82,12 +83,14 @@ def _webhook_url(value: Any) -> Any:
     return value
 
 
-Key = Annotated[str, Field(min_length=1, max_length=64), BeforeValidator(_key)]
+Key = Annotated[str, Field(min_length=1, max_length=64), refusing("INVALID_KEY", "The key", key_problem)]
 SignedDecimal = Annotated[Decimal, BeforeValidator(_signed_decimal),
                           WithJsonSchema({"type": "string", "pattern": rf"^-?(?:{DECIMAL.core})$",
                                           "examples": ["5", "-2", "12.5"]})]
-# Sealed at rest and never returned or logged; SecretStr keeps it out of reprs.
-Secret = Annotated[SecretStr, Field(min_length=16, max_length=1024, json_schema_extra={"writeOnly": True})]
+# Sealed at rest and never returned or logged; SecretStr keeps it out of reprs. Printable characters only: a
+# secret is typed or pasted, and a control character in one is a mistake that would fail delivery much later.
+Secret = Annotated[SecretStr, Field(min_length=16, max_length=1024, json_schema_extra={"writeOnly": True}),
+                   refusing("INVALID_SECRET", "The secret", _unprintable)]
 
 
 def _inlined_backoffice_schema() -> dict[str, Any]:
@@ -257,7 +260,7 @@ class EventDeliveryState(Shape):
 
 class DeadLetterQuery(Shape):
     limit: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, description="Page size.")
-    after: Id | None = Field(None, description="nextAfter of the previous page.")
+    after: Uuid | None = Field(None, description="nextAfter of the previous page.")
     answer: str | None = Field(None, min_length=1, max_length=200, examples=["answered 500"],
                                description="Only dead letters whose last error contains this text (the destination's "
                                            "answer, such as `answered 500`); give it again with `after`.")
@@ -283,7 +286,7 @@ class DeadLetters(Shape):
 class ReplayRequest(Shape):
     """`eventIds`: replay these dead letters of the store; leave it out (`{}`) to replay all of them."""
 
-    eventIds: list[Id] | None = Field(None, max_length=MAX_PAGE_SIZE)
+    eventIds: list[Uuid] | None = Field(None, max_length=MAX_PAGE_SIZE)
 
 
 class ReplayReport(Shape):
@@ -315,6 +318,41 @@ class OrderNotOpenError(Error):
     nothing left to do; nothing changed."""
 
     error: Literal["ORDER_NOT_OPEN"]
+
+
+# Orders that failed to open (db/order_failures.py): the admin list and an operator's retry.
+
+
+class FailedOrdersQuery(Shape):
+    processing: Literal["FAILED", "RETRYING"] = Field("FAILED", description="FAILED: parked after the last attempt "
+                                                      "allowed (PIA_ORDER_MAX_ATTEMPTS), waiting for an operator; "
+                                                      "RETRYING: failed, tried again after a backoff.")
+    limit: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, description="Page size.")
+    after: Uuid | None = Field(None, description="nextAfter of the previous page.")
+
+
+class OrderProcessing(Shape):
+    """An order as far as its processing (RECEIVED → OPEN) goes."""
+
+    orderId: Id
+    number: str
+    ecomStoreId: Id
+    externalOrderId: str
+    orderDate: Instant
+    status: Literal["RECEIVED", "OPEN", "PARTIALLY_DELIVERED", "DELIVERED", "CANCELLED"]
+    attempts: int = Field(description="Failed attempts to open it since it came in or an operator last retried it.")
+    lastError: str | None = Field(description="The last attempt's error: the database's error name and message.")
+    lastAttemptTime: Instant | None
+    nextAttemptTime: Instant | None = Field(description="When a processor tries it again; null once parked.")
+    parked: bool = Field(description="It failed every attempt allowed: it stays RECEIVED until an operator retries "
+                                     "it (POST …/orders/{orderIdOrNumber}/retry).")
+
+
+class FailedOrders(Shape):
+    """RECEIVED orders that failed to open, in the order they came in."""
+
+    items: list[OrderProcessing]
+    nextAfter: Id | None = Field(description="Pass as `after` for the next page; null on the last page.")
 
 
 class ShipRefusedError(Error):

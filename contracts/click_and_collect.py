@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from contracts.customers import MAX_TEXT_LENGTH
 from contracts.formats import TEXT, key_problem
-from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape
+from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape, refusing
 
 MAX_QUANTITY = 10_000
 MAX_LINES = 100
@@ -41,14 +41,8 @@ def _name(value: Any) -> Any:
     return value
 
 
-def _id(value: Any) -> Any:
-    if isinstance(value, str) and (problem := key_problem(value)):
-        raise PydanticCustomError("INVALID_ID", "{problem}", {"problem": f"The id {problem}"})
-    return value
-
-
 # The Id of contracts.models, checked to be a string a lookup can take.
-ReferenceId = Annotated[Id, BeforeValidator(_id)]
+ReferenceId = Annotated[Id, refusing("INVALID_ID", "The id", key_problem)]
 Quantity = Annotated[Decimal, BeforeValidator(_quantity),
                      WithJsonSchema({"oneOf": [{"type": "integer", "minimum": 1, "maximum": MAX_QUANTITY},
                                                {"type": "string", "pattern": "^[0-9]+$"}], "examples": [2]})]

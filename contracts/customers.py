@@ -13,7 +13,8 @@ Decisions where the contract is silent:
   names a loyalty program of the tenant, at most once (`UNKNOWN_LOYALTY_PROGRAM`, `DUPLICATE_LOYALTY_PROGRAM`).
 - Names and address lines are 1 to 200 characters without control characters; a member number is a key
   (1 to 64 characters, see `contracts/formats.py`).
-- `ext` is an object, replaced whole when sent; `{}` when none was sent or it was cleared.
+- `ext` is an object, replaced whole when sent; `{}` when none was sent or it was cleared. It is nested at most 32
+  levels deep and at most 16,384 bytes long as compact JSON (`contracts.models.FreeJson`).
 """
 
 import re
@@ -26,7 +27,7 @@ from pydantic import AfterValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from contracts.formats import DATE_SHAPE, MAX_KEY_LENGTH, TEXT, date_value, key_problem
-from contracts.models import Day, Id, Instant, Shape
+from contracts.models import Day, FreeJson, Id, Instant, Shape
 
 MAX_TEXT_LENGTH = 200  # String(200) in the store
 # Digits after the +, with the separators people write between groups; letters (vanity numbers) are refused.
@@ -138,7 +139,7 @@ class CustomerFields(Shape):
     deliveryAddress: DeliveryAddress | None = None
     invoiceAddress: InvoiceAddress | None = None
     loyaltyMemberships: list[LoyaltyMembership] | None = None
-    ext: dict[str, Any] | None = None
+    ext: FreeJson | None = None
 
     @field_validator("firstName", "lastName", mode="before")
     @classmethod

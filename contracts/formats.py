@@ -17,6 +17,13 @@ Decisions:
   a NUL, and no held key has surrounding spaces (the back office never took one), so such a key could only
   fail later; it is refused where it is sent, with its path.
 - Names and other free text of the back office have no control characters either (a NUL cannot be stored).
+- Ids, keys and codes of the e-commerce and admin APIs, and every path parameter, have no control characters either
+  (`control_problem`): a NUL cannot be stored by PostgreSQL, and no held value has one, so such a value is refused
+  where it is sent (400 with its path), never passed on to a query.
+- Free JSON a client stores (a customer's `ext`) is an object nested at most MAX_FREE_JSON_DEPTH levels deep and at
+  most MAX_FREE_JSON_BYTES long as compact JSON (`free_json_problem`), so that every answer carrying it stays within
+  what orjson writes (255 levels) and a record stays small.
+- A JSON request body comes as `application/json`, with at most a UTF-8 charset (`json_media_type_problem`).
 - Dates are YYYY-MM-DD and a real calendar day. Timestamps are YYYY-MM-DDTHH:MM[:SS[.fraction]] with Z or
   ±HH:MM, and their instant in UTC lies within years 1 to 9999 (what Python and the store hold).
 """
@@ -27,7 +34,9 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import cached_property
 
-from contracts.limits import MAX_DECIMAL_PLACES
+import orjson
+
+from contracts.limits import MAX_DECIMAL_PLACES, MAX_FREE_JSON_BYTES, MAX_FREE_JSON_DEPTH
 
 MAX_KEY_LENGTH = 64  # String(64) in the store
 DECIMAL_PRECISION = 18  # DECIMAL(18,4) in the store
@@ -92,16 +101,52 @@ DATE_SHAPE = "a calendar date YYYY-MM-DD"
 TIMESTAMP_SHAPE = "an ISO 8601 timestamp with an offset, in years 1 to 9999 in UTC, such as 2026-11-21T02:00:00Z"
 
 
+def control_problem(text: str) -> str | None:
+    """None for text without control characters, else what is wrong, completing a sentence that starts with the
+    field's name."""
+    if TEXT.matches(text):
+        return None
+    control = next(character for character in text if not TEXT.matches(character))
+    return f"must not contain control characters such as U+{ord(control):04X}."
+
+
 def key_problem(text: str) -> str | None:
     """None for a valid key, else what is wrong, completing a sentence that starts with the field's name."""
     if KEY.matches(text):
         return None
     if not 1 <= len(text) <= MAX_KEY_LENGTH:
         return f"must be 1 to {MAX_KEY_LENGTH} characters long, not {len(text)}."
-    if not TEXT.matches(text):
-        control = next(character for character in text if not TEXT.matches(character))
-        return f"must not contain control characters such as U+{ord(control):04X}."
-    return "must not start or end with white space."
+    return control_problem(text) or "must not start or end with white space."
+
+
+def free_json_problem(value: object) -> tuple[str, str] | None:
+    """None for free JSON within the bounds, else the code (JSON_TOO_DEEP, JSON_TOO_LARGE) and what is wrong,
+    completing a sentence that starts with its name. `{}` is one level deep, `{"a": {}}` two."""
+    depth, level = 0, [value]
+    while level:  # level by level, so a deep value costs no recursion
+        depth += 1
+        if depth > MAX_FREE_JSON_DEPTH:
+            return "JSON_TOO_DEEP", f"must be nested at most {MAX_FREE_JSON_DEPTH} levels deep."
+        level = [child for node in level if isinstance(node, dict | list)
+                 for child in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(child, dict | list)]
+    size = len(orjson.dumps(value))
+    if size > MAX_FREE_JSON_BYTES:
+        return "JSON_TOO_LARGE", f"must be at most {MAX_FREE_JSON_BYTES} bytes long as compact JSON, not {size}."
+    return None
+
+
+def json_media_type_problem(content_type: str | None) -> str | None:
+    """None for a Content-Type that announces JSON in UTF-8 (`application/json`, any parameters, a charset only
+    of utf-8), else what is wrong."""
+    media_type, *parameters = (content_type or "").split(";")
+    if media_type.strip().lower() != "application/json":
+        return f"Content-Type must be application/json, not {content_type or 'absent'}."
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() != "utf-8":
+            return f"The body must be UTF-8, not {value.strip()}."
+    return None
 
 
 def decimal_value(text: str) -> Decimal | None:

@@ -19,6 +19,10 @@ MAX_PAGE_SIZE = 5_000
 # Batch lists page fewer: a batch status carries up to MAX_REJECTED_ITEMS_LISTED rejected items.
 DEFAULT_BATCH_PAGE_SIZE = 100
 MAX_BATCH_PAGE_SIZE = 1_000
+# Free JSON a client stores (a customer's ext): levels of nesting and bytes as compact JSON. Enforced on the
+# e-commerce API, not published by demand planning's GET /limits (README "Decisions").
+MAX_FREE_JSON_DEPTH = 32
+MAX_FREE_JSON_BYTES = 16_384
 
 
 def published_limits(rate_limit_per_minute: int = RATE_LIMIT_PER_MINUTE) -> dict[str, int]:

@@ -7,18 +7,68 @@ Responses are rendered with orjson from plain dicts and only *documented* by the
 OpenAPI document.
 """
 
+import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+from contracts.formats import control_problem, free_json_problem
+from contracts.limits import MAX_FREE_JSON_BYTES, MAX_FREE_JSON_DEPTH
 
 T = TypeVar("T")
+
+
+def refusing(code: str, what: str, problem: Callable[[str], str | None] = control_problem) -> BeforeValidator:
+    """A check of a string field: `problem(text)` (by default: a control character in it) is refused with `code`;
+    its message starts with `what` ("The id")."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and (found := problem(value)):
+            raise PydanticCustomError(code, "{problem}", {"problem": f"{what} {found}"})
+        return value
+
+    return BeforeValidator(check)
+
 
 # A decimal as returned: a canonical string ("12", "0.5", "-3.25").
 DecimalString = Annotated[str, Field(pattern=r"^-?[0-9]+(\.[0-9]+)?$", examples=["12.5"])]
 # An instant in UTC with offset, and a calendar day.
 Instant = Annotated[str, Field(json_schema_extra={"format": "date-time"}, examples=["2026-11-21T02:00:00Z"])]
 Day = Annotated[str, Field(json_schema_extra={"format": "date"}, examples=["2026-11-21"])]
-Id = Annotated[str, Field(description="UUIDv7", examples=["01a20a4f-c35c-742a-a143-6c0de849e123"])]
+# An id the service gave out; one sent may be anything a lookup can take (no control characters: INVALID_ID).
+Id = Annotated[str, Field(description="UUIDv7", examples=["01a20a4f-c35c-742a-a143-6c0de849e123"]),
+               refusing("INVALID_ID", "The id")]
+
+
+def _canonical_uuid(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise PydanticCustomError("INVALID_ID", "Must be a UUID, such as 01a20a4f-c35c-742a-a143-6c0de849e123.") \
+            from None
+
+
+# An id that must be a UUID where it is sent (INVALID_ID), passed on in its canonical lower-case form.
+Uuid = Annotated[str, Field(description="UUID", json_schema_extra={"format": "uuid"},
+                            examples=["01a20a4f-c35c-742a-a143-6c0de849e123"]), BeforeValidator(_canonical_uuid)]
+
+
+def _bounded_json(value: dict[str, Any]) -> dict[str, Any]:
+    if problem := free_json_problem(value):
+        code, message = problem
+        raise PydanticCustomError(code, "{problem}", {"problem": f"The object {message}"})
+    return value
+
+
+# A JSON object a client stores and gets back, never interpreted: bounded in depth and size (JSON_TOO_DEEP,
+# JSON_TOO_LARGE) so every answer that carries it can be written.
+FreeJson = Annotated[dict[str, Any], AfterValidator(_bounded_json), Field(
+    description=f"Any JSON object, nested at most {MAX_FREE_JSON_DEPTH} levels deep and at most "
+                f"{MAX_FREE_JSON_BYTES} bytes long as compact JSON.")]
 
 
 class Shape(BaseModel):

@@ -41,6 +41,10 @@ PROTECTED_ERRORS = {
     429: "Rate limit exceeded; retry after Retry-After seconds.",
 }
 SERVER_ERROR = "Server failure; the message quotes the request id."
+# Answers of the routes whose requests are checked before they run (e-commerce, loyalty, admin).
+UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE: the body was not sent as application/json (charset utf-8 only)."
+INVALID_PATH_PARAMETER = ("INVALID_REQUEST: a path parameter holds a control character (details.errors names it, "
+                          "code INVALID_PATH_PARAMETER); nothing was read or stored.")
 
 
 def tags() -> dict[str, str]:

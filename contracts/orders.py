@@ -10,14 +10,20 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from contracts.customers import DeliveryAddress, InvoiceAddress
-from contracts.models import Day, DecimalString, Error, Id, Instant, Shape
+from contracts.models import Day, DecimalString, Error, Id, Instant, Shape, refusing
 
 # Up to 4 decimal places: what the store holds (NUMERIC(18,4)).
 Quantity = Annotated[Decimal, Field(gt=0, le=Decimal(10) ** 9, decimal_places=4, examples=["2"])]
 Price = Annotated[Decimal, Field(ge=0, lt=Decimal(10) ** 12, decimal_places=4, examples=["199.90"])]
 VatRate = Annotated[Decimal, Field(ge=0, le=100, decimal_places=4, examples=["25"])]
-Key = Annotated[str, Field(min_length=1, max_length=100)]
-Code = Annotated[str, Field(min_length=1, max_length=64)]
+# The web shop's own keys, SKU ids and numbers, campaign codes: looked up as sent, so no control characters.
+Key = Annotated[str, Field(min_length=1, max_length=100), refusing("INVALID_KEY", "The key")]
+Code = Annotated[str, Field(min_length=1, max_length=64), refusing("INVALID_KEY", "The code")]
+Text = Annotated[str, Field(max_length=200), refusing("INVALID_TEXT", "The text")]
+
+def _nul_problem(text: str) -> str | None:
+    return "must not contain NUL (U+0000)." if "\x00" in text else None
+
 
 PriceType = Literal["CAMPAIGN", "REGULAR", "LEGACY_DISCOUNT"]
 OrderStatus = Literal["RECEIVED", "OPEN", "PARTIALLY_DELIVERED", "DELIVERED", "CANCELLED"]
@@ -38,8 +44,10 @@ class LineItemRequest(Shape):
 
 class Freight(Shape):
     freightAmount: Price | None = None
-    shippingMethodName: Annotated[str, Field(max_length=200)] | None = None
-    providerData: Annotated[str, Field(max_length=10_000)] | None = None
+    shippingMethodName: Text | None = None
+    # Opaque, stored as sent: anything but a NUL, which PostgreSQL cannot hold.
+    providerData: Annotated[str, Field(max_length=10_000), refusing("INVALID_TEXT", "The text", _nul_problem)] \
+        | None = None
 
 
 class CreateOrder(Shape):
@@ -275,8 +283,8 @@ class ShipRequest(Shape):
 
     receiptId: Id | None = None
     captureId: Id | None = Field(default=None, validate_default=True)
-    carrier: Annotated[str, Field(max_length=100)] | None = None
-    trackingNumber: Annotated[str, Field(max_length=100)] | None = None
+    carrier: Annotated[Text, Field(max_length=100)] | None = None
+    trackingNumber: Annotated[Text, Field(max_length=100)] | None = None
 
     @field_validator("captureId")
     @classmethod

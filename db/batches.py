@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from db.held import Page, PageKey
 from db.schema import batches
+from db.tenancy import across_tenants
 
 PENDING, PROCESSING = "PENDING", "PROCESSING"
 COMPLETED, COMPLETED_WITH_REJECTED_ITEMS, FAILED = "COMPLETED", "COMPLETED_WITH_REJECTED_ITEMS", "FAILED"
@@ -87,10 +88,10 @@ def tenants_ready(engine: sa.Engine, now: datetime) -> list[str]:
     """
     waiting_until = sa.func.max(batches.c.retry_at)
     with engine.connect() as conn:
-        return list(conn.scalars(sa.select(batches.c.tenant_id).where(batches.c.progress.in_(UNFINISHED))
-                                 .group_by(batches.c.tenant_id)
-                                 .having(sa.or_(waiting_until.is_(None), waiting_until <= now))
-                                 .order_by(batches.c.tenant_id)))
+        return list(conn.scalars(across_tenants(
+            sa.select(batches.c.tenant_id).where(batches.c.progress.in_(UNFINISHED))
+            .group_by(batches.c.tenant_id).having(sa.or_(waiting_until.is_(None), waiting_until <= now))
+            .order_by(batches.c.tenant_id), "the workers' poll serves every tenant")))
 
 
 def next_in_line(engine: sa.Engine, tenant_id: str) -> sa.Row | None:
@@ -148,7 +149,8 @@ def requeue_failed(engine: sa.Engine, tenant_id: str, batch_id: str) -> bool:
 def find_batch(engine: sa.Engine, batch_id: str) -> list[sa.Row]:
     """Operators name a batch by id alone; ids are the clients' own, so several tenants may share one."""
     with engine.connect() as conn:
-        return list(conn.execute(sa.select(batches).where(batches.c.batch_id == batch_id)))
+        return list(conn.execute(across_tenants(sa.select(batches).where(batches.c.batch_id == batch_id),
+                                                "an operator names a batch by id alone")))
 
 
 def counts_by_progress(engine: sa.Engine, tenant_id: str | None = None) -> dict[str, int]:
@@ -157,7 +159,8 @@ def counts_by_progress(engine: sa.Engine, tenant_id: str | None = None) -> dict[
     if tenant_id is not None:
         query = query.where(batches.c.tenant_id == tenant_id)
     with engine.connect() as conn:
-        found = {progress: count for progress, count in conn.execute(query)}
+        found = {progress: count for progress, count in conn.execute(
+            query if tenant_id is not None else across_tenants(query, "the service's pipeline status"))}
     return {progress: found.get(progress, 0) for progress in PROGRESS_STATES}
 
 
@@ -209,9 +212,12 @@ def oldest_unfinished(engine: sa.Engine, tenant_id: str | None = None) -> sa.Row
     if tenant_id is not None:
         query = query.where(batches.c.tenant_id == tenant_id)
     with engine.connect() as conn:
-        return conn.execute(query).one()
+        return conn.execute(
+            query if tenant_id is not None else across_tenants(query, "the service's health and metrics")).one()
 
 
 def unfinished_staged_paths(engine: sa.Engine) -> set[str]:
     with engine.connect() as conn:
-        return set(conn.scalars(sa.select(batches.c.staged_path).where(batches.c.progress.in_(UNFINISHED))))
+        return set(conn.scalars(across_tenants(
+            sa.select(batches.c.staged_path).where(batches.c.progress.in_(UNFINISHED)),
+            "retention keeps every tenant's unfinished batches' files")))

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from db.ids import new_id, utc_now
 from db.schema import api_clients, ecom_stores, loyalty_programs
+from db.tenancy import across_tenants
 
 SCOPES = ("ecom", "loyalty_programs", "demand_planning", "admin")
 # Scopes that cover the whole tenant and take no resource.
@@ -77,7 +78,8 @@ def get_client(engine: sa.Engine, tenant_id: str, client_id: str) -> Client | No
 def find_client(engine: sa.Engine, client_id: str) -> Client | None:
     """Operators name a client by id alone; the id is globally unique, so this finds its tenant."""
     with engine.connect() as conn:
-        row = conn.execute(sa.select(api_clients).where(api_clients.c.id == client_id)).first()
+        row = conn.execute(across_tenants(sa.select(api_clients).where(api_clients.c.id == client_id),
+                                          "an operator names a client by id alone")).first()
     return Client.from_row(row) if row else None
 
 

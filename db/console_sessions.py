@@ -12,6 +12,10 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from db.schema import console_sessions as sessions
+from db.tenancy import across_tenants
+
+# A session id names its tenant: the cookie is all a request brings before its session is found.
+_BY_SESSION_ID = "a console session is found by its id, which names the tenant"
 
 
 @dataclass(frozen=True)
@@ -41,14 +45,15 @@ def start_session(engine: sa.Engine, tenant_id: str, client_id: str, lifetime: t
 def live_session(engine: sa.Engine, session_id: str, now: datetime) -> ConsoleSession | None:
     """The session of this id unless it ended or expired."""
     with engine.connect() as conn:
-        row = conn.execute(sa.select(sessions.c.session_hash, sessions.c.tenant_id, sessions.c.client_id,
-                                     sessions.c.expires_time)
-                           .where(sessions.c.session_hash == session_hash(session_id),
-                                  sessions.c.expires_time > now)).first()
+        row = conn.execute(across_tenants(
+            sa.select(sessions.c.session_hash, sessions.c.tenant_id, sessions.c.client_id, sessions.c.expires_time)
+            .where(sessions.c.session_hash == session_hash(session_id), sessions.c.expires_time > now),
+            _BY_SESSION_ID)).first()
     return ConsoleSession(*row) if row else None
 
 
 def end_session(engine: sa.Engine, session_id: str) -> bool:
     """Sign-out: the session is gone for every replica; False when there was none."""
     with engine.begin() as conn:
-        return conn.execute(sessions.delete().where(sessions.c.session_hash == session_hash(session_id))).rowcount == 1
+        return conn.execute(across_tenants(
+            sessions.delete().where(sessions.c.session_hash == session_hash(session_id)), _BY_SESSION_ID)).rowcount == 1

@@ -23,6 +23,7 @@ from db.schema import ecom_store_event_destinations as destinations
 from db.schema import event_delivery_state as states
 from db.schema import event_outbox as outbox
 from db.secrets import SecretBox
+from db.tenancy import across_tenants
 
 NO_DESTINATION = "NO_DESTINATION"  # last_error of events discarded because their eCom store has no destination
 
@@ -42,9 +43,10 @@ def _open(store: StoreKey) -> sa.ColumnElement[bool]:
 def stores_with_undelivered(engine: sa.Engine) -> list[StoreKey]:
     """Every eCom store, across tenants, with outbox rows neither delivered nor dead-lettered."""
     with engine.connect() as conn:
-        return [StoreKey(*row) for row in conn.execute(
+        return [StoreKey(*row) for row in conn.execute(across_tenants(
             sa.select(outbox.c.tenant_id, outbox.c.ecom_store_id).distinct()
-            .where(outbox.c.delivered_time.is_(None), outbox.c.dead_letter_time.is_(None)))]
+            .where(outbox.c.delivered_time.is_(None), outbox.c.dead_letter_time.is_(None)),
+            "the bridge's poll serves every tenant's eCom stores"))]
 
 
 def undelivered(engine: sa.Engine, store: StoreKey, limit: int) -> list[OutgoingEvent]:
@@ -71,11 +73,13 @@ def with_ids(event_ids: Sequence[str]) -> sa.ColumnElement[bool]:
     return outbox.c.event_id == sa.any_(sa.literal(list(event_ids), ARRAY(sa.String)))
 
 
-def _unsettled(event_ids: Sequence[str]) -> sa.ColumnElement[bool]:
-    """These rows, unless already delivered or dead-lettered. Found by primary key: written as `_open` is, the
-    condition would let PostgreSQL pick the partial index of undelivered rows, which before the table's first
-    ANALYZE it takes for tiny and scans whole (a store's entire backlog for every batch marked)."""
-    return sa.and_(with_ids(event_ids), sa.func.coalesce(outbox.c.delivered_time, outbox.c.dead_letter_time).is_(None))
+def _unsettled(store: StoreKey, event_ids: Sequence[str]) -> sa.ColumnElement[bool]:
+    """These rows of the store, unless already delivered or dead-lettered. Found by primary key: written as `_open`
+    is, the condition would let PostgreSQL pick the partial index of undelivered rows, which before the table's
+    first ANALYZE it takes for tiny and scans whole (a store's entire backlog for every batch marked)."""
+    return sa.and_(outbox.c.tenant_id == store.tenant_id, outbox.c.ecom_store_id == store.ecom_store_id,
+                   with_ids(event_ids),
+                   sa.func.coalesce(outbox.c.delivered_time, outbox.c.dead_letter_time).is_(None))
 
 
 def _set_state(conn: sa.Connection, store: StoreKey, values: dict[str, Any]) -> None:
@@ -94,7 +98,7 @@ def mark_delivered(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str])
     failures are behind it."""
     now = utc_now()
     with engine.begin() as conn:
-        conn.execute(outbox.update().where(_unsettled(event_ids)).values(delivered_time=now))
+        conn.execute(outbox.update().where(_unsettled(store, event_ids)).values(delivered_time=now))
         _set_state(conn, store, {"last_delivered_event_id": event_ids[-1], "last_delivered_time": now,
                                  "consecutive_failures": 0, "last_error": None, "credentials_refused": False})
 
@@ -102,7 +106,7 @@ def mark_delivered(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str])
 def discard(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> None:
     """The store has no destination: its events are dropped (delivered_time set, last_error NO_DESTINATION)."""
     with engine.begin() as conn:
-        conn.execute(outbox.update().where(_unsettled(event_ids))
+        conn.execute(outbox.update().where(_unsettled(store, event_ids))
                      .values(delivered_time=utc_now(), last_error=NO_DESTINATION))
         _set_state(conn, store, {"last_error": NO_DESTINATION})
 
@@ -116,17 +120,18 @@ def record_failure(engine: sa.Engine, store: StoreKey, event_id: str, error: str
         values: dict[str, Any] = {"last_error": error}
         if counted:
             values["attempts"] = outbox.c.attempts + 1
-        conn.execute(outbox.update().where(_unsettled([event_id])).values(values))
+        conn.execute(outbox.update().where(_unsettled(store, [event_id])).values(values))
         _set_state(conn, store, {"consecutive_failures": states.c.consecutive_failures + 1, "last_error": error,
                                  "last_failure_time": now, "credentials_refused": credentials_refused})
         return conn.scalar(sa.select(outbox.c.attempts).where(outbox.c.tenant_id == store.tenant_id,
+                                                              outbox.c.ecom_store_id == store.ecom_store_id,
                                                               outbox.c.event_id == event_id)) or 0
 
 
 def dead_letter(engine: sa.Engine, store: StoreKey, event_id: str) -> None:
     """Give up on the event: it joins the dead letters (attempts and last_error stay as the failures left them)."""
     with engine.begin() as conn:
-        conn.execute(outbox.update().where(_unsettled([event_id])).values(dead_letter_time=utc_now()))
+        conn.execute(outbox.update().where(_unsettled(store, [event_id])).values(dead_letter_time=utc_now()))
 
 
 def destination_settings(engine: sa.Engine, box: SecretBox,

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from db.event_delivery import NO_DESTINATION
 from db.schema import ecom_stores, event_delivery_state, event_outbox
+from db.tenancy import across_tenants
 
 
 def _count_of_store_rows(condition: sa.ColumnElement[bool]) -> sa.ScalarSelect[int]:
@@ -90,7 +91,7 @@ def delivery_counts(engine: sa.Engine) -> list[StoreCounts]:
     """Every tenant's eCom stores in one grouped query: the metrics scrape, an operator's view across tenants
     (no request on behalf of a tenant reaches this)."""
     with engine.connect() as conn:
-        return [StoreCounts(*row) for row in conn.execute(_counts())]
+        return [StoreCounts(*row) for row in conn.execute(across_tenants(_counts(), "the metrics scrape"))]
 
 
 def _store_exists(conn: sa.Connection, tenant_id: str, ecom_store_id: str) -> bool:

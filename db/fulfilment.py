@@ -127,7 +127,7 @@ def report_capture(engine: sa.Engine, tenant_id: str, ecom_store_id: str, order_
             state = locked_order(conn, tenant_id, order_key, ecom_store_id)
             capture = state.document(CAPTURE, capture_id)
             now = utc_now()
-            if record_report(conn, capture, PENDING, status, captured_amount, "capturedAmount",
+            if record_report(conn, tenant_id, capture, PENDING, status, captured_amount, "capturedAmount",
                              CaptureAlreadyCompleted, now) and status == CONFIRMED:
                 _fulfil(conn, state, capture, capture.id, now)
             return capture

@@ -327,8 +327,8 @@ def settle_status(conn: sa.Connection, state: OrderState, at: datetime) -> None:
                      .values(status=status, modified_time=at))
 
 
-def record_report(conn: sa.Connection, document: Document, waiting: str, status: str, amount: Decimal | None,
-                  amount_field: str, already_completed: type[Exception], at: datetime) -> bool:
+def record_report(conn: sa.Connection, tenant_id: str, document: Document, waiting: str, status: str,
+                  amount: Decimal | None, amount_field: str, already_completed: type[Exception], at: datetime) -> bool:
     """Record the web shop's report on a capture (waiting PENDING) or refund (waiting OPEN): CONFIRMED needs
     the document's exact gross amount. True when it changed the document; a repeat of the report it already has
     changes nothing; another report on a completed document is refused with `already_completed` (409)."""
@@ -343,6 +343,7 @@ def record_report(conn: sa.Connection, document: Document, waiting: str, status:
                                "message": f"Must be the {document.kind.lower()}'s grossAmount "
                                           f"{decimal(document.gross_amount)}."}])
     document.status, document.reported_amount, document.completed_time = status, amount, at
-    conn.execute(order_documents.update().where(order_documents.c.id == document.id)
+    conn.execute(order_documents.update().where(order_documents.c.tenant_id == tenant_id,
+                                                order_documents.c.id == document.id)
                  .values(status=status, reported_amount=amount, completed_time=at))
     return True

@@ -3,13 +3,17 @@
 Orders are opened in batches: the orders of a tenant waiting at a round (up to BATCH) in one transaction, each step
 one statement for the whole batch (claim, read lines, warehouses and stock, write reservations, events), so an
 order costs a share of ten statements rather than some eighteen of its own. A batch that fails is opened again one order
-at a time, so one bad order holds up no other: it is logged and stays RECEIVED for the next round.
+at a time, so one bad order holds up no other: it stays RECEIVED, and its failed attempt is counted
+(db/order_failures.py): it is tried again after a backoff, and after max_attempts it is parked for an operator. The
+poll passes over orders that wait for their next attempt or are parked, so however many old orders fail, newer ones
+still open.
 
 The transition is conditional (`UPDATE … WHERE status = 'RECEIVED'`), so an order is reserved once, however many
 processors (the server's thread, `pia worker`, a restarted process) reach it. On PostgreSQL the claim skips orders
 another processor holds (`FOR UPDATE SKIP LOCKED`): racing processors share the waiting orders instead of queueing
-behind each other, and never wait on each other's order rows. On DuckDB a second writer fails with a write conflict
-and, run again, finds the orders OPEN.
+behind each other, and never wait on each other's order rows; the poll skips locked orders too, so orders held
+elsewhere do not fill its page. On DuckDB a second writer fails with a write conflict and, run again, finds the
+orders OPEN.
 
 Where the stock comes from (SPEC.md is silent): the first serving warehouse, by priority, that has every line
 available; when none has, the first by priority, which reserves what it has (reserved never exceeds on hand) and
@@ -20,7 +24,7 @@ what the earlier ones left.
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
 
@@ -29,30 +33,52 @@ import sqlalchemy as sa
 from contracts import events as subjects
 from db.engine import is_duckdb
 from db.ids import utc_now
-from db.orders import OPEN, RECEIVED
+from db.order_failures import (
+    ProcessingState,
+    failure_text,
+    forget_failures,
+    processing_state,
+    record_failures,
+    waiting_for_retry,
+)
+from db.orders import OPEN, RECEIVED, order_key
 from db.outbox import pair_events, sku_events
 from db.schema import ecom_store_warehouses, order_lines, orders, stock_levels
 from db.stock import write_with_retries
+from db.tenancy import across_tenants
+from rules.retry import RetryPolicy
+from settings import Settings
 
 log = logging.getLogger(__name__)
 BATCH = 100
 
 
-def received_orders(engine: sa.Engine, limit: int = BATCH) -> list[tuple[str, str]]:
-    """(tenant id, order id) of orders waiting for processing, oldest first, across tenants (like the
-    pipeline's poll, the processor serves every tenant)."""
-    with engine.connect() as conn:
-        return [(row.tenant_id, row.id) for row in conn.execute(
-            sa.select(orders.c.tenant_id, orders.c.id).where(orders.c.status == RECEIVED)
-            .order_by(orders.c.order_date, orders.c.id).limit(limit))]
+def retry_policy(settings: Settings) -> RetryPolicy:
+    return RetryPolicy(settings.order_max_attempts, settings.order_retry_base_seconds,
+                       settings.order_retry_max_seconds)
 
 
-def received_backlog(engine: sa.Engine) -> sa.Row:
-    """How many orders wait to be opened (RECEIVED) across tenants, and when the oldest of them came (metrics)."""
+def received_orders(engine: sa.Engine, now: datetime, limit: int = BATCH) -> list[tuple[str, str]]:
+    """(tenant id, order id) of orders to try now, oldest first, across tenants (like the pipeline's poll, the
+    processor serves every tenant): RECEIVED, neither parked nor waiting for their next attempt, and on PostgreSQL
+    not held by another transaction (a processor opening them, an operator cancelling one)."""
+    query = (sa.select(orders.c.tenant_id, orders.c.id).where(orders.c.status == RECEIVED, ~waiting_for_retry(now))
+             .order_by(orders.c.order_date, orders.c.id).limit(limit))
+    if not is_duckdb(engine):
+        query = query.with_for_update(skip_locked=True, of=orders)
     with engine.connect() as conn:
-        return conn.execute(sa.select(sa.func.count().label("waiting"),
-                                      sa.func.min(orders.c.order_date).label("oldest"))
-                            .where(orders.c.status == RECEIVED)).one()
+        return [(row.tenant_id, row.id) for row in conn.execute(across_tenants(query, "the processors' poll"))]
+
+
+def received_backlog(engine: sa.Engine, tenant_id: str | None = None) -> sa.Row:
+    """How many orders wait to be opened (RECEIVED), of every tenant (metrics) or of one (the console), and when
+    the oldest of them came in."""
+    query = sa.select(sa.func.count().label("waiting"), sa.func.min(orders.c.order_date).label("oldest")) \
+        .where(orders.c.status == RECEIVED)
+    if tenant_id is not None:
+        query = query.where(orders.c.tenant_id == tenant_id)
+    with engine.connect() as conn:
+        return conn.execute(query if tenant_id else across_tenants(query, "the service's metrics")).one()
 
 
 def process_order(engine: sa.Engine, tenant_id: str, order_id: str) -> bool:
@@ -106,6 +132,7 @@ def _open(conn: sa.Connection, tenant_id: str, order_ids: Sequence[str]) -> int:
         _write_reservations(conn, tenant_id, now, reserved_lines, taken, warehouse_of)
         sku_events(conn, tenant_id, {sku for _, sku, _ in taken})
     pair_events(conn, tenant_id, subjects.ORDER_CREATED, [(store, order_id) for order_id, store in stores.items()])
+    forget_failures(conn, tenant_id, sorted(stores))
     return len(stores)
 
 
@@ -174,55 +201,78 @@ def _available(conn: sa.Connection, tenant_id: str, warehouse_ids: list[str],
             for row in conn.execute(query)}
 
 
-def _open_each(engine: sa.Engine, tenant_id: str, order_ids: Sequence[str]) -> int:
-    """Open the orders one at a time, logging each that fails (it stays RECEIVED for the next round)."""
-    opened = 0
+def _open_each(engine: sa.Engine, tenant_id: str, order_ids: Sequence[str]) -> tuple[int, dict[str, str]]:
+    """Open the orders one at a time; how many opened, and the error of each that failed (it stays RECEIVED)."""
+    opened, errors = 0, {}
     for order_id in order_ids:
         try:
             opened += process_order(engine, tenant_id, order_id)
-        except Exception:
-            log.exception("opening order %s of tenant %s failed; trying again next round", order_id, tenant_id)
-    return opened
+        except Exception as error:
+            log.exception("opening order %s of tenant %s failed", order_id, tenant_id)
+            errors[order_id] = failure_text(error)
+    return opened, errors
 
 
-def process_received(engine: sa.Engine, stop: threading.Event | None = None) -> int:
+def _open_batch(engine: sa.Engine, tenant_id: str, order_ids: Sequence[str], retry: RetryPolicy,
+                now: datetime) -> tuple[int, int]:
+    """Open the tenant's orders in one transaction, else one at a time, counting each failure; (opened, failed)."""
+    try:
+        return process_orders(engine, tenant_id, order_ids), 0
+    except Exception:
+        log.exception("opening %d orders of tenant %s at once failed; opening them one at a time",
+                      len(order_ids), tenant_id)
+    opened, errors = _open_each(engine, tenant_id, order_ids)
+    record_failures(engine, tenant_id, errors, retry, now)
+    return opened, len(errors)
+
+
+def process_received(engine: sa.Engine, retry: RetryPolicy, stop: threading.Event | None = None,
+                     clock: Callable[[], datetime] = utc_now) -> int:
     """Process every order waiting now; returns how many this call opened."""
     opened = 0
-    while batch := received_orders(engine):
-        opened_before = opened
+    while batch := received_orders(engine, clock()):
+        handled = 0
         by_tenant: dict[str, list[str]] = {}
         for tenant_id, order_id in batch:
             by_tenant.setdefault(tenant_id, []).append(order_id)
         for tenant_id, order_ids in by_tenant.items():
             if stop is not None and stop.is_set():
                 return opened
-            try:
-                opened += process_orders(engine, tenant_id, order_ids)
-            except Exception:
-                log.exception("opening %d orders of tenant %s at once failed; opening them one at a time",
-                              len(order_ids), tenant_id)
-                opened += _open_each(engine, tenant_id, order_ids)
-        if len(batch) < BATCH or opened == opened_before:
-            break  # the rest is another processor's, or failed: it waits for the next round
+            done, failed = _open_batch(engine, tenant_id, order_ids, retry, clock())
+            opened, handled = opened + done, handled + done + failed
+        if len(batch) < BATCH or handled == 0:
+            break  # the rest is another processor's: it waits for the next round
     return opened
 
 
-def run_order_processor(engine: sa.Engine, stop: threading.Event, wake: threading.Event,
+def retry_order(engine: sa.Engine, tenant_id: str, id_or_number: str, retry: RetryPolicy,
+                clock: Callable[[], datetime] = utc_now) -> ProcessingState | None:
+    """An operator's retry: the order's attempts count from zero and it is tried at once (a failure counts as its
+    first attempt, and it is retried with backoff as usual). Its state after; None for an unknown order."""
+    def forget() -> str | None:
+        with engine.begin() as conn:
+            found = conn.scalar(sa.select(orders.c.id).where(orders.c.tenant_id == tenant_id, order_key(id_or_number)))
+            if found is not None:
+                forget_failures(conn, tenant_id, [found])
+            return found
+
+    if (order_id := write_with_retries(engine, forget)) is None:
+        return None
+    _, errors = _open_each(engine, tenant_id, [order_id])
+    record_failures(engine, tenant_id, errors, retry, clock())
+    return processing_state(engine, tenant_id, order_id)
+
+
+def run_order_processor(engine: sa.Engine, retry: RetryPolicy, stop: threading.Event, wake: threading.Event,
                         poll_seconds: float) -> None:
     """Process orders until stopped: at once when woken (a new order), else every poll_seconds, which also picks
-    up orders a stopped process left RECEIVED. A failure is logged and tried again at the next round."""
+    up orders a stopped process left RECEIVED and orders whose next attempt has come. A failure of the loop itself
+    (the database gone) is logged and tried again at the next round."""
     while not stop.is_set():
         wake.clear()
         try:
-            process_received(engine, stop)
+            process_received(engine, retry, stop)
         except Exception:
             log.exception("order processing failed; trying again in %.1f s", poll_seconds)
         wake.wait(poll_seconds)
 
-
-def waiting_orders(engine: sa.Engine, tenant_id: str) -> tuple[int, datetime | None]:
-    """How many of the tenant's orders wait to be opened, and when the oldest of them came in."""
-    with engine.connect() as conn:
-        row = conn.execute(sa.select(sa.func.count(), sa.func.min(orders.c.order_date))
-                           .where(orders.c.tenant_id == tenant_id, orders.c.status == RECEIVED)).one()
-    return row[0], row[1]

@@ -340,9 +340,13 @@ def read_order(engine: sa.Engine, tenant_id: str, ecom_store_id: str | None, id_
         return held and HeldOrder(held.order, held.lines, read_documents(conn, tenant_id, held.order.id))
 
 
+def order_key(id_or_number: str) -> sa.ColumnElement[bool]:
+    """The order an operator or web shop names: an all-digit key is its number, anything else its id."""
+    return orders.c.number == id_or_number if id_or_number.isdigit() else orders.c.id == id_or_number
+
+
 def _read(conn: sa.Connection, tenant_id: str, ecom_store_id: str | None, id_or_number: str) -> HeldOrder | None:
-    key = orders.c.number == id_or_number if id_or_number.isdigit() else orders.c.id == id_or_number
-    query = sa.select(orders).where(orders.c.tenant_id == tenant_id, key)
+    query = sa.select(orders).where(orders.c.tenant_id == tenant_id, order_key(id_or_number))
     if ecom_store_id is not None:
         query = query.where(orders.c.ecom_store_id == ecom_store_id)
     order = conn.execute(query).first()

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from db.batches import FINISHED, unfinished_staged_paths
 from db.schema import audit_events, batches, console_sessions, event_outbox, pipeline_workers
+from db.tenancy import across_tenants
 from settings import Settings
 
 DELETE_CHUNK = 10_000
@@ -86,10 +87,11 @@ def _delete_in_chunks(engine: sa.Engine, table: sa.Table, key: tuple[sa.Column, 
                       condition: sa.ColumnElement[bool]) -> int:
     chosen = sa.select(*key).where(condition).limit(DELETE_CHUNK)
     matches = sa.tuple_(*key).in_(chosen) if len(key) > 1 else key[0].in_(chosen)
+    delete = across_tenants(table.delete().where(matches), "retention removes every tenant's expired rows")
     total = 0
     while True:
         with engine.begin() as conn:
-            deleted = conn.execute(table.delete().where(matches)).rowcount
+            deleted = conn.execute(delete).rowcount
         total += deleted
         if deleted < DELETE_CHUNK:
             return total

@@ -135,8 +135,8 @@ def report_refund(engine: sa.Engine, tenant_id: str, ecom_store_id: str, order_k
                 refund = state.document(REFUND, refund_id_of_invoice or "")
             else:
                 refund = state.document(REFUND, refund_id)
-            record_report(conn, refund, OPEN, status, refunded_amount, "refundedAmount", RefundAlreadyCompleted,
-                          utc_now())
+            record_report(conn, tenant_id, refund, OPEN, status, refunded_amount, "refundedAmount",
+                          RefundAlreadyCompleted, utc_now())
             return refund
 
     return write_with_retries(engine, attempt)

@@ -636,6 +636,20 @@ order_lines = sa.Table(
     sa.Index(None, "tenant_id", "order_id"),
 )
 
+# A RECEIVED order whose opening failed: how often, the last error, and when it is tried again (db/order_processing.py).
+# retry_at is null once the order has failed PIA_ORDER_MAX_ATTEMPTS times: it is parked until an operator retries it.
+# The row goes when the order opens.
+order_processing_failures = sa.Table(
+    "order_processing_failures",
+    metadata,
+    sa.Column("tenant_id", sa.String(36), primary_key=True),
+    sa.Column("order_id", sa.String(36), primary_key=True),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("last_error", sa.Text, nullable=False),
+    _instant("last_attempt_time"),
+    _instant("retry_at", nullable=True),
+)
+
 # The last order number given out per tenant: the row lock (PostgreSQL) makes numbers unique and gapless.
 order_numbers = sa.Table(
     "order_numbers",

@@ -13,9 +13,11 @@ import sqlalchemy as sa
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from db.schema import ecom_store_event_destinations, signing_keys
+from db.tenancy import across_tenants
 from settings import Settings
 
 KEY_FILE = "secret.key"
+_EVERY_SECRET = "the secret key is rotated for every tenant's secrets at once"
 # Every column holding sealed secrets, each in a table whose primary key is one column.
 SEALED_COLUMNS: tuple[sa.Column, ...] = (signing_keys.c.sealed_private_jwk,
                                          ecom_store_event_destinations.c.sealed_secret)
@@ -101,10 +103,12 @@ def reseal_all(engine: sa.Engine, box: SecretBox) -> int:
     for column in SEALED_COLUMNS:
         (key_column,) = column.table.primary_key.columns
         with engine.begin() as conn:
-            rows = conn.execute(sa.select(key_column, column).where(column.is_not(None))).all()
+            rows = conn.execute(across_tenants(sa.select(key_column, column).where(column.is_not(None)),
+                                               _EVERY_SECRET)).all()
             for key, sealed in rows:
                 # Compare-and-set: a value another process changed meanwhile is left as that process wrote it.
-                resealed += conn.execute(column.table.update()
-                                         .where(key_column == key, column == sealed)
-                                         .values({column.name: box.reseal(sealed)})).rowcount
+                resealed += conn.execute(across_tenants(column.table.update()
+                                                        .where(key_column == key, column == sealed)
+                                                        .values({column.name: box.reseal(sealed)}),
+                                                        _EVERY_SECRET)).rowcount
     return resealed

@@ -28,6 +28,7 @@ from db.engine import is_duckdb
 from db.ids import utc_now
 from db.outbox import OUTBOX_CHANNEL
 from db.schema import event_outbox
+from db.tenancy import across_tenants
 from pipeline.worker import RetryPolicy, is_transient
 from settings import Settings
 
@@ -68,11 +69,12 @@ def _claim(engine: sa.Engine, batch_size: int) -> sa.Update:
     # Relays sharing PostgreSQL each take rows no other holds; DuckDB has one relay, in the process owning the file.
     if not is_duckdb(engine):
         pending = pending.with_for_update(skip_locked=True)
-    return (event_outbox.update().where(event_outbox.c.event_id.in_(pending.scalar_subquery()))
-            .values(published_time=utc_now())
-            .returning(event_outbox.c.event_id, event_outbox.c.tenant_id, event_outbox.c.ecom_store_id,
-                       event_outbox.c.subject, event_outbox.c.entity_id, event_outbox.c.datetime,
-                       event_outbox.c.metadata))
+    return across_tenants(
+        event_outbox.update().where(event_outbox.c.event_id.in_(pending.scalar_subquery()))
+        .values(published_time=utc_now())
+        .returning(event_outbox.c.event_id, event_outbox.c.tenant_id, event_outbox.c.ecom_store_id,
+                   event_outbox.c.subject, event_outbox.c.entity_id, event_outbox.c.datetime, event_outbox.c.metadata),
+        "the relay sends every tenant's events to Kafka")
 
 
 async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, settings: Settings) -> int:

@@ -8,6 +8,7 @@ stopped after at most one chunk beyond the allowance and is never inflated in fu
 import zlib
 
 from contracts.errors import BadRequest, LimitExceeded, UnsupportedMediaType
+from contracts.formats import json_media_type_problem
 from contracts.limits import MAX_COMPRESSION_RATIO, MAX_DECOMPRESSED_BYTES, MAX_REQUEST_BYTES
 
 _INPUT_BYTES = 1 << 16
@@ -27,13 +28,8 @@ def decompress_body(body: bytes, content_type: str | None, content_encoding: str
 
 def check_media_type(content_type: str | None, content_encoding: str | None) -> bool:
     """415 unless the body is JSON in UTF-8, sent as is or gzipped; True when gzipped. Needs only the headers."""
-    media_type, *parameters = (content_type or "").split(";")
-    if media_type.strip().lower() != "application/json":
-        raise UnsupportedMediaType(f"Content-Type must be application/json, not {content_type or 'absent'}.")
-    for parameter in parameters:
-        name, _, value = parameter.partition("=")
-        if name.strip().lower() == "charset" and value.strip().strip('"').lower() != "utf-8":
-            raise UnsupportedMediaType(f"The body must be UTF-8, not {value.strip()}.")
+    if problem := json_media_type_problem(content_type):
+        raise UnsupportedMediaType(problem)
     coding = (content_encoding or "identity").strip().lower()
     if coding in ("gzip", "x-gzip"):  # RFC 9110 §8.4.1.3: x-gzip is gzip
         return True

@@ -23,7 +23,7 @@ from db.engine import create_engine
 from db.held_export import LAYOUTS, Layout
 from db.ids import utc_now
 from db.migrate import upgrade
-from db.order_processing import run_order_processor
+from db.order_processing import retry_policy, run_order_processor
 from db.tenants import list_tenants
 from events.relay import run_relay
 from pipeline.export import export_held
@@ -56,7 +56,7 @@ def worker() -> None:
         pipeline.on_attempt = serve_worker_metrics(settings.worker_metrics_port).observe
     stop, wake = threading.Event(), threading.Event()
     # Orders are processed here too (their RECEIVED → OPEN step is safe to share with the servers).
-    orders = threading.Thread(target=run_order_processor, args=(engine, stop, threading.Event(),
+    orders = threading.Thread(target=run_order_processor, args=(engine, retry_policy(settings), stop, threading.Event(),
                                                                 settings.worker_poll_seconds), name="order-processor")
     orders.start()
 

@@ -15,13 +15,12 @@ logged and the loop restarted (run_supervised).
 """
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -47,6 +46,7 @@ from db.retention import RetentionPolicy, remove_expired
 from db.staging import read_staged
 from db.workers import beat, retire
 from pipeline.apply import apply_batch
+from rules.retry import RetryPolicy
 from settings import Settings
 
 log = logging.getLogger(__name__)
@@ -110,27 +110,6 @@ def _cause(error: BaseException) -> str:
     return type(getattr(error, "orig", None) or error).__name__
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int = 5
-    base_seconds: float = 5.0
-    max_seconds: float = 300.0
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> "RetryPolicy":
-        return cls(settings.worker_max_attempts, settings.worker_retry_base_seconds,
-                   settings.worker_retry_max_seconds)
-
-    def delay(self, failures: int) -> timedelta:
-        """Exponential backoff with "equal jitter": between half and all of base·2^(failures−1), capped.
-
-        Never below half the step, so waits keep growing; random within it, so workers that failed together
-        (a database restart) do not all come back at the same instant.
-        """
-        step = min(self.max_seconds, self.base_seconds * 2 ** (failures - 1))
-        return timedelta(seconds=step / 2 + random.uniform(0, step / 2))
-
-
 RETENTION_LOCK = "pia:retention"  # one worker at a time purges; the others skip that round
 
 
@@ -147,13 +126,13 @@ class Attempt:
 
 class Pipeline:
     def __init__(self, engine: sa.Engine, staging_dir: Path, locks: TenantLocks, *,
-                 retry: RetryPolicy = RetryPolicy(), lock_timeout_seconds: float | None = None,
+                 retry: RetryPolicy | None = None, lock_timeout_seconds: float | None = None,
                  retention: RetentionPolicy | None = None, retention_interval_seconds: float = 3600.0,
                  clock: Callable[[], datetime] = utc_now,
                  on_attempt: Callable[[Attempt], None] | None = None) -> None:
         self.engine, self.staging_dir, self.locks, self.clock = engine, staging_dir, locks, clock
         self.on_attempt = on_attempt
-        self.retry, self.lock_timeout_seconds = retry, lock_timeout_seconds
+        self.retry, self.lock_timeout_seconds = retry or RetryPolicy(), lock_timeout_seconds
         self.retention, self.retention_interval_seconds = retention, retention_interval_seconds
         self.worker_id = new_id()
         self._beat_every: float | None = None  # set by run(): one-off processing (the CLI) has no heartbeat
@@ -163,7 +142,8 @@ class Pipeline:
     def from_settings(cls, settings: Settings, engine: sa.Engine,
                       on_attempt: Callable[[Attempt], None] | None = None) -> "Pipeline":
         return cls(engine, settings.resolved_staging_dir, tenant_locks_for(engine),
-                   retry=RetryPolicy.from_settings(settings),
+                   retry=RetryPolicy(settings.worker_max_attempts, settings.worker_retry_base_seconds,
+                                     settings.worker_retry_max_seconds),
                    lock_timeout_seconds=settings.worker_lock_timeout_seconds,
                    retention=RetentionPolicy.from_settings(settings),
                    retention_interval_seconds=settings.retention_interval_seconds, on_attempt=on_attempt)

@@ -34,6 +34,7 @@ from db.clients import (
 )
 from db.engine import create_engine
 from db.migrate import upgrade
+from db.order_processing import retry_policy
 from db.secrets import SecretBox, SecretKeyError, new_secret_key, reseal_all, secret_box
 from db.signing_keys import prepare_signing_keys
 from db.tenants import create_tenant, get_tenant, list_tenants
@@ -432,6 +433,32 @@ def _lines_option(command: Callable[..., None]) -> Callable[..., None]:
                         help="Units of one line item (repeat for more); without it, every unit there is.")(command)
 
 
+
+
+@order.command("list")
+@click.option("--tenant", "tenant_id", required=True)
+@click.option("--processing", type=click.Choice(("FAILED", "RETRYING")), default="FAILED", show_default=True,
+              help="FAILED: parked, waiting for a retry; RETRYING: failed, tried again after a backoff.")
+@click.option("--limit", type=click.IntRange(min=1), help="Page size (default 1,000).")
+@click.option("--after", help="nextAfter of the previous page.")
+@_api_options
+def order_list_command(tenant_id: str, processing: str, limit: int | None, after: str | None, url: str | None,
+                       credentials_file: Path | None) -> None:
+    """RECEIVED orders that failed to open, with their attempts and last error."""
+    query = _body(processing=processing, limit=None if limit is None else str(limit), after=after)
+    _perform(tenant_id, url, credentials_file, "GET", f"/orders?{urlencode(query)}", None,
+             lambda engine: admin_operations.list_failed_orders(engine, tenant_id, query))
+
+
+@order.command("retry")
+@click.argument("order_key", metavar="ORDER")
+@click.option("--tenant", "tenant_id", required=True)
+@_api_options
+def order_retry_command(order_key: str, tenant_id: str, url: str | None, credentials_file: Path | None) -> None:
+    """Try to open a RECEIVED order now, its failed attempts counted from zero; prints its processing state."""
+    _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/retry"), None,
+             lambda engine: admin_operations.retry_failed_order(engine, retry_policy(Settings()), tenant_id,
+                                                               order_key))
 
 
 @order.command("show")

@@ -8,7 +8,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from contracts.admin import DESTINATION_MODELS, DeadLetterQuery, DestinationKind, ReplayRequest, StockAdjustment
+from contracts.admin import (
+    DESTINATION_MODELS,
+    DeadLetterQuery,
+    DestinationKind,
+    FailedOrdersQuery,
+    ReplayRequest,
+    StockAdjustment,
+)
 from contracts.errors import InvalidRequest, NotFound
 from contracts.orders import OrderLinesRequest, ReturnRequest, ShipRequest
 from contracts.rendering import decimal, instant
@@ -17,12 +24,15 @@ from db.batches import get_batch
 from db.destinations import DestinationSettings, EventDestination, get_destination, set_destination
 from db.event_operations import DeadLetter, DeliveryState, dead_letters, delivery_state, replay_dead_letters
 from db.fulfilment import cancel, pick, ship
+from db.order_failures import ProcessingState, failed_orders
+from db.order_processing import retry_order
 from db.orders import read_order
 from db.reference import release_retail_store
 from db.returns import return_units
 from db.secrets import SecretBox
 from db.stock import StockLevel, StockNotFound, StockRefused, adjust_stock
 from pipeline.rerun import requeue_for_rerun
+from rules.retry import RetryPolicy
 from serving.rendering import batch_status
 from serving.routes.orders import order_json
 from serving.routes.stores import retail_store_json
@@ -198,3 +208,29 @@ def return_order_units(engine: sa.Engine, tenant_id: str, order_key: str, body: 
 def cancel_order(engine: sa.Engine, tenant_id: str, order_key: str, body: Any) -> dict[str, Any]:
     request = validated(OrderLinesRequest, body)
     return show_order(engine, tenant_id, cancel(engine, tenant_id, order_key, request.lines))
+
+
+# Orders whose processing failed: the list operators watch, and their retry (db/order_processing.py).
+
+
+def list_failed_orders(engine: sa.Engine, tenant_id: str, query: dict[str, str]) -> dict[str, Any]:
+    """`query`: the request's query parameters (processing, limit, after) as given, checked here for both ways in."""
+    request = validated(FailedOrdersQuery, query)
+    states, next_after = failed_orders(engine, tenant_id, request.processing, after=request.after,
+                                       limit=request.limit)
+    return {"items": [order_processing_json(state) for state in states], "nextAfter": next_after}
+
+
+def retry_failed_order(engine: sa.Engine, retry: RetryPolicy, tenant_id: str, order_key: str) -> dict[str, Any]:
+    state = retry_order(engine, tenant_id, order_key, retry)
+    if state is None:
+        raise NotFound(f"No order {order_key}.")
+    return order_processing_json(state)
+
+
+def order_processing_json(state: ProcessingState) -> dict[str, Any]:
+    return {"orderId": state.order_id, "number": state.number, "ecomStoreId": state.ecom_store_id,
+            "externalOrderId": state.external_order_id, "orderDate": instant(state.order_date),
+            "status": state.status, "attempts": state.attempts, "lastError": state.last_error,
+            "lastAttemptTime": instant(state.last_attempt_time), "nextAttemptTime": instant(state.retry_at),
+            "parked": state.parked}

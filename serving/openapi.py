@@ -5,7 +5,9 @@ Routes declare their shapes with quart-schema's decorators (`document_response`,
 for whole groups of routes, so nobody writes it per route:
 
 - a blueprint guarded by `protect` gets both security schemes with its scope, its scope's tag and the 401, 403 and
-  429 answers; every operation may answer 500; all of these with the Error body;
+  429 answers; where `protect` checks requests, a route with a JSON body may answer 415 and one with path parameters
+  beyond those the token names 400 (serving.validation.check_request); every operation may answer 500; all of
+  these with the Error body (400: InvalidRequestError);
 - all models go through ONE pydantic schema generation, so a model several routes share is one component, and
   two different models of one name get distinct names instead of one silently replacing the other;
 - path parameters are described, operation ids are unique (the endpoint's name), response headers sit where
@@ -31,14 +33,13 @@ from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE, QUART_SCHEMA
 from werkzeug.routing import Rule
 
 from contracts import openapi as words
-from contracts.models import Error
-from serving.protection import protected_scope
+from contracts.models import Error, InvalidRequestError
+from serving.protection import authorized_parameters, checks_requests, protected_scope
+from serving.validation import OPTIONAL_BODY
 
 T = TypeVar("T", bound=Callable[..., Any])
 _MEDIA_TYPES_ATTRIBUTE = "_pia_request_media_types"
 _ALSO_ANSWERS_ATTRIBUTE = "_pia_also_answers"
-# A request model with this class attribute set documents its body as optional (every field is optional too).
-OPTIONAL_BODY = "optional_body"
 # A response model with this class attribute set is sent as that media type instead of JSON (the metrics text).
 RESPONSE_MEDIA_TYPE = "response_media_type"
 _REF_TEMPLATE = "#/components/schemas/{model}"
@@ -135,7 +136,7 @@ class ContractProvider(OpenAPIProvider):
 
     def _declared_models(self) -> set[tuple[Any, str]]:
         """Every (model, mode) a route declares for a request or response body, and the shared Error."""
-        found: set[tuple[Any, str]] = {(Error, "serialization")}
+        found: set[tuple[Any, str]] = {(Error, "serialization"), (InvalidRequestError, "serialization")}
         for rule in self.generate_rules():
             func = self._app.view_functions[rule.endpoint]
             if request := getattr(func, QUART_SCHEMA_REQUEST_ATTRIBUTE, None):
@@ -188,14 +189,16 @@ class ContractProvider(OpenAPIProvider):
         paths, components = super().build_paths(rule)
         func = self._app.view_functions[rule.endpoint]
         blueprint = self._app.blueprints.get(rule.endpoint.rpartition(".")[0])
+        checked = set(rule.arguments) - authorized_parameters(blueprint) if checks_requests(blueprint) else None
         for item in paths.values():
             for method, operation in item.items():
                 item[method] = self._complete(copy.deepcopy(operation), method, rule.endpoint, func,
-                                              protected_scope(blueprint))
+                                              protected_scope(blueprint), checked)
         return paths, components
 
     def _complete(self, operation: dict[str, Any], method: str, endpoint: str, func: Callable[..., Any],
-                  scope: str | None) -> dict[str, Any]:
+                  scope: str | None, checked_parameters: set[str] | None) -> dict[str, Any]:
+        """`checked_parameters`: the path parameters check_request looks at (None: it does not run)."""
         if not operation["parameters"]:
             del operation["parameters"]
         if not operation.get("description", "").strip():
@@ -219,10 +222,15 @@ class ContractProvider(OpenAPIProvider):
             success.setdefault("headers", {}).update(
                 {name: _header(text, required=False) for name, text in headers.items()})
         errors = dict(words.PROTECTED_ERRORS) if scope else {}
+        if checked_parameters is not None and "requestBody" in operation:
+            errors[415] = words.UNSUPPORTED_MEDIA_TYPE
         errors[500] = words.SERVER_ERROR
         for status, description in errors.items():
             responses.setdefault(str(status), {"description": description, "content": {
                 "application/json": {"schema": self._schemas[(Error, "serialization")]}}})
+        if checked_parameters:
+            responses.setdefault("400", {"description": words.INVALID_PATH_PARAMETER, "content": {
+                "application/json": {"schema": self._schemas[(InvalidRequestError, "serialization")]}}})
         for status, answer in responses.items():
             answer["description"] = answer["description"] or HTTPStatus(int(status)).phrase
             headers = answer.setdefault("headers", {})

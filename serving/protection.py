@@ -14,6 +14,7 @@ from db.ids import utc_now
 from serving.authentication import Caller
 from serving.ratelimit import RateLimitState
 from serving.services import services
+from serving.validation import check_request
 
 
 def bearer_token() -> str:
@@ -39,6 +40,8 @@ def authorize(client: Client, tenant_id: str, scope: str, resource_id: str | Non
 
 
 _SCOPE_ATTRIBUTE = "_pia_scope"
+_CHECKED_ATTRIBUTE = "_pia_checks_requests"
+_AUTHORIZED_ATTRIBUTE = "_pia_authorized_parameters"
 
 
 def protected_scope(blueprint: Blueprint | None) -> str | None:
@@ -47,9 +50,23 @@ def protected_scope(blueprint: Blueprint | None) -> str | None:
     return getattr(blueprint, _SCOPE_ATTRIBUTE, None)
 
 
-def protect(blueprint: Blueprint, scope: str, resource_arg: str | None = None) -> None:
-    """Guard every route of a scope's blueprint; resource_arg names the path variable of its resource."""
+def checks_requests(blueprint: Blueprint | None) -> bool:
+    """Whether `protect` has the blueprint's requests checked (serving.validation.check_request)."""
+    return getattr(blueprint, _CHECKED_ATTRIBUTE, False)
+
+
+def authorized_parameters(blueprint: Blueprint | None) -> frozenset[str]:
+    """The path parameters `protect` holds to the token (a mismatch, control characters included, is 403)."""
+    return getattr(blueprint, _AUTHORIZED_ATTRIBUTE, frozenset())
+
+
+def protect(blueprint: Blueprint, scope: str, resource_arg: str | None = None, *, check_requests: bool = True) -> None:
+    """Guard every route of a scope's blueprint; resource_arg names the path variable of its resource. Once the
+    caller is authorized, its requests are checked (path parameters, the body's media type) unless the blueprint
+    does that itself (check_requests=False)."""
     setattr(blueprint, _SCOPE_ATTRIBUTE, scope)
+    setattr(blueprint, _CHECKED_ATTRIBUTE, check_requests)
+    setattr(blueprint, _AUTHORIZED_ATTRIBUTE, frozenset(filter(None, ("tenantId", resource_arg))))
 
     @blueprint.before_request
     async def guard() -> None:
@@ -58,6 +75,9 @@ def protect(blueprint: Blueprint, scope: str, resource_arg: str | None = None) -
         await admit(caller)
         args = request.view_args or {}
         authorize(caller.client, args["tenantId"], scope, args.get(resource_arg) if resource_arg else None)
+
+    if check_requests:
+        blueprint.before_request(check_request)
 
 
 async def admit(caller: Caller) -> None:

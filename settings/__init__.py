@@ -28,6 +28,11 @@ class Settings(BaseSettings):
     worker_max_attempts: int = 5
     worker_retry_base_seconds: float = 5.0
     worker_retry_max_seconds: float = 300.0
+    # An order that fails to open is tried again after an exponential backoff with jitter; after
+    # order_max_attempts failures it stays RECEIVED, parked for an operator (`pia admin order list|retry`).
+    order_max_attempts: PositiveInt = 5
+    order_retry_base_seconds: NonNegativeFloat = 5.0
+    order_retry_max_seconds: NonNegativeFloat = 300.0
     # PostgreSQL: how long applying a batch waits for a row or table lock before it counts as a transient failure.
     worker_lock_timeout_seconds: float = 30.0
     # /healthcheck calls the pipeline stalled when work waits and no worker has beaten for this long.

@@ -20,11 +20,17 @@ from db.engine import create_engine
 from db.ids import new_id
 from db.migrate import upgrade
 from db.secrets import new_secret_key
+from db.tenancy import install_tenant_guard
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
 from settings import Settings
 
 ENV = Settings()
+# Every statement the service makes in this process must name its tenant, or carry the reason it need not
+# (db/tenancy.py): one that does not fails where it runs, so the rule cannot be broken silently. Tests' own looks at
+# the database (by an order's id, say) are not the service's statements.
+TESTS = Path(__file__).parent
+install_tenant_guard(exempt_code=TESTS)
 T = TypeVar("T")
 BACKENDS = ("duckdb", "postgresql")
 # Fixtures of the order tests' web shop (shop, business, document), beside its helpers.

@@ -291,7 +291,8 @@ def test_every_validation_problem_is_listed_with_its_path(shop: Shop, scene: Sce
         ("lineItems[5].skuId", "INVALID_ID"), ("lineItems[6].skuId", "INVALID_ID")}
     empty = shop.reserve({"retailStoreId": new_id(), "reservationName": "x", "lineItems": []}, document)
     assert {(error["path"]) for error in empty.json()["details"]["errors"]} == {"lineItems"}
-    not_json = shop.http.post(shop.prefix + "/click_and_collect", content=b"{", headers=shop.headers)
+    not_json = shop.http.post(shop.prefix + "/click_and_collect", content=b"{",
+                              headers={**shop.headers, "Content-Type": "application/json"})
     assert_response_matches(document, not_json)
     assert (not_json.status_code, not_json.json()["error"]) == (400, "BAD_REQUEST")
 

@@ -19,7 +19,7 @@ from contracts.models import Error, InvalidRequestError
 from db.clients import SCOPES
 from serving.app import create_app
 from serving.openapi import BROWSER_BLUEPRINTS, attach_openapi, openapi_json
-from serving.protection import protect, protected_scope
+from serving.protection import authorized_parameters, checks_requests, protect, protected_scope
 from serving.validation import validated
 from settings import Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item
@@ -101,6 +101,24 @@ def test_protected_routes_carry_their_scope_and_the_shared_errors(document: dict
         assert operation["responses"]["401"]["headers"]["WWW-Authenticate"]["required"]
         assert operation["responses"]["429"]["headers"]["Retry-After"]["required"]
     assert scopes == set(SCOPES)
+
+
+def test_checked_routes_declare_their_415_and_the_400_of_their_path_parameters(document: dict, app: Quart) -> None:
+    """Where `protect` has requests checked before the route (serving.validation.check_request), a JSON body may be
+    refused with 415 and a path parameter the token does not name with 400; demand planning declares its own."""
+    served = _served(app)
+    checked = 0
+    for method, path, operation in _operations(document):
+        blueprint = app.blueprints.get(served[(method, path)].rpartition(".")[0])
+        if not checks_requests(blueprint):
+            continue
+        checked += 1
+        if "requestBody" in operation:
+            assert "415" in operation["responses"], (method, path)
+        named = {parameter["name"] for parameter in operation.get("parameters", ()) if parameter["in"] == "path"}
+        if named - authorized_parameters(blueprint):
+            assert "400" in operation["responses"], (method, path)
+    assert checked > 30
 
 
 def test_token_endpoints_take_form_and_json_and_uploads_declare_their_envelope(document: dict) -> None:

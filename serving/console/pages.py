@@ -17,7 +17,7 @@ from contracts.errors import NotFound
 from db.batches import FAILED, PENDING, PROCESSING, batches_of_runs, counts_by_progress, get_batch, run_times
 from db.event_operations import deliveries_per_hour, failing_events
 from db.ids import utc_now
-from db.order_processing import waiting_orders
+from db.order_processing import received_backlog
 from db.reference import list_ecom_stores
 from serving import admin_operations
 from serving.console.charts import Series, StackedBars
@@ -96,7 +96,7 @@ def _pipeline(engine: sa.Engine, settings: Settings, tenant_id: str) -> HealthCh
 
 
 def _order_processor(engine: sa.Engine, settings: Settings, tenant_id: str) -> HealthCheck:
-    waiting, oldest = waiting_orders(engine, tenant_id)
+    waiting, oldest = received_backlog(engine, tenant_id)
     waited = age_seconds(utc_now(), oldest)
     behind = waited is not None and waited > settings.pipeline_stale_seconds
     summary = (f"an order has waited {duration(waited)} to be opened" if behind

@@ -15,8 +15,11 @@ from contracts.admin import (
     EventDeliveryState,
     EventDestination,
     EventDestinationRequest,
+    FailedOrders,
+    FailedOrdersQuery,
     LoadReport,
     OrderNotOpenError,
+    OrderProcessing,
     PickRefusedError,
     ReleasedRetailStore,
     ReplayReport,
@@ -29,6 +32,7 @@ from contracts.admin import (
 from contracts.demand_planning_models import BatchStatus
 from contracts.models import InvalidRequestError, NotFoundError
 from contracts.orders import Order, OrderLinesRequest, ReturnRequest, ShipRequest
+from db.order_processing import retry_policy
 from db.secrets import secret_box
 from serving import admin_operations
 from serving.jsonio import blocking, json_response
@@ -140,6 +144,28 @@ async def rerun_batch(tenantId: str, batchId: str) -> Response:
     status = await blocking(admin_operations.rerun_batch, services().engine, services().settings, tenantId, batchId)
     services().wake_pipeline()
     return json_response(status, 202)
+
+
+@blueprint.get("/orders")
+@document_querystring(FailedOrdersQuery)
+@document_response(FailedOrders, 200)
+@document_response(InvalidRequestError, 400)
+async def list_failed_orders(tenantId: str) -> Response:
+    """RECEIVED orders that failed to open: parked ones (processing=FAILED, the default), which wait for an
+    operator's retry, or those still tried again after a backoff (processing=RETRYING); by order id, with attempts
+    and the last error."""
+    return json_response(await blocking(admin_operations.list_failed_orders, services().engine, tenantId,
+                                        request.args.to_dict()))
+
+
+@blueprint.post("/orders/<orderIdOrNumber>/retry")
+@document_response(OrderProcessing, 200)
+@document_response(NotFoundError, 404)
+async def retry_order(tenantId: str, orderIdOrNumber: str) -> Response:
+    """Try to open the order now, its failed attempts counted from zero: its processing state after (OPEN, or
+    RECEIVED with this attempt's error, tried again after a backoff). An order already open is left as it is."""
+    return json_response(await blocking(admin_operations.retry_failed_order, services().engine,
+                                        retry_policy(services().settings), tenantId, orderIdOrNumber))
 
 
 @blueprint.get("/orders/<orderIdOrNumber>")

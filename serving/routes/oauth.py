@@ -10,6 +10,7 @@ from quart import Blueprint, Response, request
 from quart_schema import document_request, document_response, tag
 from quart_schema.validation import DataSource
 
+from contracts.formats import control_problem
 from contracts.meta import (
     ClientAuthenticationFailed,
     TokenAttemptsThrottled,
@@ -128,6 +129,9 @@ async def _token_response(tenant_id: str | None) -> Response:
         client_id, secret = _credentials(params)
         if not tenant_id:
             raise _invalid_request("tenant_id is required.")
+        for name, value in (("tenant_id", tenant_id), ("client_id", client_id)):
+            if problem := control_problem(value):  # such an id names no client, and PostgreSQL cannot look it up
+                raise _invalid_request(f"{name} {problem}")
         try:
             client = await authenticate_client(tenant_id, client_id, secret, request.remote_addr)
         except AttemptThrottled as throttled:

@@ -1,6 +1,6 @@
 """The operator console's sessions (issue 21): a row per signed-in session, keyed by the SHA-256 of its id
 
-Revision ID: 0015
+Revision ID: 0012
 Revises: 0011
 Create Date: 2026-11-26 15:00:00
 """
@@ -8,7 +8,7 @@ Create Date: 2026-11-26 15:00:00
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015"
+revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None
