@@ -1,6 +1,7 @@
 """Proving an API client by its id and secret: the token endpoints and the console's sign-in both come here, so
 both doors cost one argon2 check on the verifier's own threads, behind the same budgets for attempts."""
 
+from contracts.formats import control_problem
 from db.clients import Client, find_client, get_client
 from serving.credentials import DUMMY_HASH
 from serving.jsonio import blocking
@@ -27,6 +28,9 @@ async def authenticate_client(tenant_id: str | None, client_id: str, secret: str
     """The enabled client the secret proves. `tenant_id` None finds the client by its id alone (client ids are
     unique across tenants; the console asks for none)."""
     engine, verifier = services().engine, services().secret_verifier
+    if control_problem(tenant_id or "") or control_problem(client_id):
+        # Such an id names no client, and PostgreSQL could not even look it up (a NUL).
+        raise AuthenticationFailed("Client authentication failed.")
     if tenant_id is None:
         client = await blocking(find_client, engine, client_id)
         tenant_id = client.tenant_id if client else ""

@@ -108,6 +108,9 @@ def test_wrong_secrets_other_scopes_and_disabled_clients_get_no_session(server, 
     update_client(engine, shared_world["id"], disabled["clientId"], enabled=False)
     cases = [(admin, "not the secret", 401, "Client authentication failed"),
              ({**admin, "clientId": new_id()}, None, 401, "Client authentication failed"),
+             # A control character names no client (and a NUL cannot even be looked up on PostgreSQL): no 500.
+             ({**admin, "clientId": admin["clientId"] + "\x00"}, None, 401, "Client authentication failed"),
+             ({**admin, "clientId": "\x1b[31m"}, None, 401, "Client authentication failed"),
              (client_of(shared_world, "ecom"), None, 403, "only admin clients may use the console"),
              (disabled, None, 401, "disabled")]
     for client, secret, status, says in cases:
