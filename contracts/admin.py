@@ -6,7 +6,7 @@ responses are rendered from store results and only documented here.
 
 import re
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -233,6 +233,12 @@ class WebhookDestinationAnswer(_DestinationAnswer):
 class EventDestination(RootModel[Annotated[ServiceBusDestinationAnswer | WebhookDestinationAnswer,
                                            Field(discriminator="kind")]]):
     """The stored destination; its secret is never returned."""
+
+
+class DestinationRemoved(BaseModel):
+    """Removed; nothing more is delivered to it."""
+
+    no_body: ClassVar[bool] = True
 
 
 # Event delivery as operators see it (db/event_operations.py): per eCom store, and its dead letters.

@@ -41,6 +41,8 @@ _ALSO_ANSWERS_ATTRIBUTE = "_pia_also_answers"
 OPTIONAL_BODY = "optional_body"
 # A response model with this class attribute set is sent as that media type instead of JSON (the metrics text).
 RESPONSE_MEDIA_TYPE = "response_media_type"
+# A response model with this class attribute set answers no body (a 204): its docstring describes the answer.
+NO_BODY = "no_body"
 _REF_TEMPLATE = "#/components/schemas/{model}"
 
 
@@ -135,7 +137,8 @@ class ContractProvider(OpenAPIProvider):
             if request := getattr(func, QUART_SCHEMA_REQUEST_ATTRIBUTE, None):
                 found.add((request[0], "validation"))
             for model, _ in getattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {}).values():
-                found.add((model, "serialization"))
+                if not getattr(model, NO_BODY, False):
+                    found.add((model, "serialization"))
         return found
 
     # quart-schema's hooks, answered from the one generation
@@ -149,6 +152,8 @@ class ContractProvider(OpenAPIProvider):
         return {"required": required, "content": {media_type: {"schema": schema}}}, {}
 
     def build_response_object(self, model: Any, headers_model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        if getattr(model, NO_BODY, False):
+            return {"description": _own_docstring(model)}, {}
         schema = self._schemas[(model, "serialization")]
         media_type = getattr(model, RESPONSE_MEDIA_TYPE, "application/json")
         response: dict[str, Any] = {"description": _own_docstring(model), "content": {media_type: {"schema": schema}}}
