@@ -2,6 +2,7 @@
 
 import asyncio
 import concurrent.futures
+import contextlib
 import socket
 import threading
 import time
@@ -81,28 +82,34 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
     engine.dispose()
 
 
+@contextlib.contextmanager
+def fresh_database(postgres_url: str) -> Iterator[str]:
+    """An empty PostgreSQL database on the session's server (`postgres_url`), dropped at the end; its URL."""
+    name = f"pia_own_{new_id().replace('-', '')[-12:]}"
+    admin = sa.create_engine(ENV.test_postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
 @pytest.fixture
 def own_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Settings, sa.Engine]]:
     """A store of the backend's kind all of the test's own (a fresh DuckDB file or PostgreSQL database), so no
     other worker, such as the session server's, touches what the test sets up."""
-    database_url, admin = "", None
-    if backend == "postgresql":
-        name = f"pia_own_{new_id().replace('-', '')[-12:]}"
-        admin = sa.create_engine(ENV.test_postgres_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        database_url = sa.make_url(request.getfixturevalue("postgres_url")).set(database=name) \
-            .render_as_string(hide_password=False)
-    settings = Settings(data_dir=tmp_path, database_url=database_url, worker_poll_seconds=0.1,
-                        secret_key=new_secret_key() if database_url else "")
-    engine = create_engine(settings)
-    upgrade(engine)
-    yield settings, engine
-    engine.dispose()
-    if admin is not None:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with contextlib.ExitStack() as stack:
+        database_url = "" if backend != "postgresql" else stack.enter_context(
+            fresh_database(request.getfixturevalue("postgres_url")))
+        settings = Settings(data_dir=tmp_path, database_url=database_url, worker_poll_seconds=0.1,
+                            secret_key=new_secret_key() if database_url else "")
+        engine = create_engine(settings)
+        upgrade(engine)
+        yield settings, engine
+        engine.dispose()
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
