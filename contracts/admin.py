@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import (
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     RootModel,
     SecretStr,
@@ -23,9 +24,19 @@ from pydantic_core import PydanticCustomError
 
 from contracts import backoffice_schema
 from contracts.click_and_collect import Shortages
-from contracts.formats import DECIMAL, TEXT, key_problem
+from contracts.formats import DECIMAL, KEY, TEXT, TextFormat, key_problem
 from contracts.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape
+from contracts.models import (
+    DecimalString,
+    Error,
+    Id,
+    Instant,
+    Problems,
+    Shape,
+    Uuid,
+    absent_or_given,
+    exactly_one_of,
+)
 
 LOCATION_TYPES = ("WAREHOUSE", "RETAIL_STORE")
 DESTINATION_KINDS = ("SERVICE_BUS", "WEBHOOK")
@@ -82,10 +93,18 @@ def _webhook_url(value: Any) -> Any:
     return value
 
 
-Key = Annotated[str, Field(min_length=1, max_length=64), BeforeValidator(_key)]
+Key = Annotated[str, Field(min_length=1, max_length=64, json_schema_extra={"pattern": KEY.json_schema}),
+                BeforeValidator(_key)]
 SignedDecimal = Annotated[Decimal, BeforeValidator(_signed_decimal),
-                          WithJsonSchema({"type": "string", "pattern": rf"^-?(?:{DECIMAL.core})$",
+                          WithJsonSchema({"type": "string", "pattern": TextFormat(f"-?(?:{DECIMAL.core})").json_schema,
                                           "examples": ["5", "-2", "12.5"]})]
+# A Service Bus namespace's host name (labels of letters, digits and inner hyphens), also as `sb://host/`.
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOST_NAME = TextFormat(f"(?:sb://)?{_LABEL}(?:\\.{_LABEL})+/?")
+# A webhook URL as the checks above take it: https, or http to this machine; a port; no credentials or fragment.
+_URL_REST = "(?::[0-9]{1,4})?(?:[/?][^\\u0000-\\u0020\\u007F-\\u009F#]*)?"
+WEBHOOK_URL = TextFormat(f"https://[A-Za-z0-9](?:[A-Za-z0-9.-]{{0,251}}[A-Za-z0-9])?{_URL_REST}"
+                         f"|http://(?:localhost|127\\.0\\.0\\.1|\\[::1\\]){_URL_REST}")
 # Sealed at rest and never returned or logged; SecretStr keeps it out of reprs.
 Secret = Annotated[SecretStr, Field(min_length=16, max_length=1024, json_schema_extra={"writeOnly": True})]
 
@@ -133,13 +152,16 @@ class LoadReport(Shape):
 class StockAdjustment(Shape):
     """Exactly one of onHandDelta (added to on hand, may be negative) and onHand (the counted quantity)."""
 
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("onHandDelta", "onHand"))
+
     locationNumber: Key
     locationType: Literal["WAREHOUSE", "RETAIL_STORE"] | None = Field(
         default=None, description="Needed only when a warehouse and a retail store share the number.")
     skuNumber: Key
-    onHandDelta: SignedDecimal | None = None
-    onHand: SignedDecimal | None = Field(default=None, validate_default=True)
-    reason: Annotated[str, Field(max_length=MAX_REASON_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$")] | None = None
+    onHandDelta: SignedDecimal | None = Field(None, json_schema_extra=absent_or_given)
+    onHand: SignedDecimal | None = Field(default=None, validate_default=True, json_schema_extra=absent_or_given)
+    reason: Annotated[str, Field(max_length=MAX_REASON_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
+                                 json_schema_extra={"pattern": TEXT.json_schema})] | None = None
 
     @field_validator("onHand")
     @classmethod
@@ -186,18 +208,20 @@ class DestinationKind(Shape):
 
 class ServiceBusDestination(Shape):
     kind: Literal["SERVICE_BUS"]
-    endpoint: Annotated[str, Field(max_length=MAX_URL_LENGTH, examples=["contoso.servicebus.windows.net"]),
-                        BeforeValidator(_host_name)]
+    endpoint: Annotated[str, Field(max_length=253, examples=["contoso.servicebus.windows.net"],
+                                   json_schema_extra={"pattern": HOST_NAME.json_schema}), BeforeValidator(_host_name)]
     entityPath: Annotated[str, Field(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,258}[A-Za-z0-9])?$",
-                                     description="Queue or topic name.")]
-    sharedAccessKeyName: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,256}$")]
+                                     description="Queue or topic name.", json_schema_extra={"pattern": TextFormat(
+                                         "[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,258}[A-Za-z0-9])?").json_schema})]
+    sharedAccessKeyName: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,256}$", json_schema_extra={
+        "pattern": TextFormat("[A-Za-z0-9._-]{1,256}").json_schema})]
     sharedAccessKey: Secret
 
 
 class WebhookDestination(Shape):
     kind: Literal["WEBHOOK"]
-    url: Annotated[str, Field(max_length=MAX_URL_LENGTH, examples=["https://hooks.example.com/pia"]),
-                   BeforeValidator(_webhook_url)]
+    url: Annotated[str, Field(max_length=MAX_URL_LENGTH, examples=["https://hooks.example.com/pia"],
+                              json_schema_extra={"pattern": WEBHOOK_URL.json_schema}), BeforeValidator(_webhook_url)]
     secret: Secret = Field(description="Signs each delivery; 16 to 1,024 characters.")
 
 
@@ -263,7 +287,7 @@ class EventDeliveryState(Shape):
 
 class DeadLetterQuery(Shape):
     limit: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, description="Page size.")
-    after: Id | None = Field(None, description="nextAfter of the previous page.")
+    after: Uuid | None = Field(None, description="nextAfter of the previous page.")
 
 
 class DeadLetterEntry(Shape):
@@ -286,7 +310,7 @@ class DeadLetters(Shape):
 class ReplayRequest(Shape):
     """`eventIds`: replay these dead letters of the store; leave it out (`{}`) to replay all of them."""
 
-    eventIds: list[Id] | None = Field(None, max_length=MAX_PAGE_SIZE)
+    eventIds: list[Uuid] | None = Field(None, max_length=MAX_PAGE_SIZE)
 
 
 class ReplayReport(Shape):

@@ -9,7 +9,10 @@ OpenAPI document.
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from contracts.formats import TextFormat
+from contracts.limits import MAX_DECIMAL_PLACES
 
 T = TypeVar("T")
 
@@ -19,6 +22,36 @@ DecimalString = Annotated[str, Field(pattern=r"^-?[0-9]+(\.[0-9]+)?$", examples=
 Instant = Annotated[str, Field(json_schema_extra={"format": "date-time"}, examples=["2026-11-21T02:00:00Z"])]
 Day = Annotated[str, Field(json_schema_extra={"format": "date"}, examples=["2026-11-21"])]
 Id = Annotated[str, Field(description="UUIDv7", examples=["01a20a4f-c35c-742a-a143-6c0de849e123"])]
+# An id a request names that the server checks to be a UUID (in any letter case) before it looks it up.
+UUID = TextFormat("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+Uuid = Annotated[str, Field(pattern=f"^{UUID.core}$", json_schema_extra={"pattern": UUID.json_schema},
+                            examples=["01a20a4f-c35c-742a-a143-6c0de849e123"])]
+
+
+def sent_decimal(string: str, examples: list[str], **number: Any) -> WithJsonSchema:
+    """The schema of a decimal a client sends (SPEC.md: a JSON number or a string) with at most 4 places: the
+    number with its bounds (`number`, JSON Schema keywords), the string as `string` (an unanchored pattern) says.
+    The string form states the bounds as digits, which may be a little narrower than the numbers allowed."""
+    return WithJsonSchema({"anyOf": [{"type": "number", "multipleOf": 10 ** -MAX_DECIMAL_PLACES, **number},
+                                     {"type": "string", "pattern": TextFormat(string).json_schema}],
+                           "examples": examples})
+
+
+def absent_or_given(schema: dict[str, Any]) -> None:
+    """`json_schema_extra` of a field that may be left out but not sent as null (the server refuses the null, or
+    reads it as absent): the document shows the value's own schema only."""
+    branches = [branch for branch in schema.pop("anyOf", ()) if branch != {"type": "null"}]
+    if len(branches) == 1:
+        schema.update(branches[0])
+    elif branches:
+        schema["anyOf"] = branches
+    if schema.get("default", 0) is None:
+        del schema["default"]
+
+
+def exactly_one_of(*names: str) -> dict[str, Any]:
+    """A model's `json_schema_extra` when exactly one of these fields must be given (each non-null)."""
+    return {"oneOf": [{"required": [name]} for name in names]}
 
 
 class Shape(BaseModel):

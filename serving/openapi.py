@@ -31,7 +31,7 @@ from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE, QUART_SCHEMA
 from werkzeug.routing import Rule
 
 from contracts import openapi as words
-from contracts.models import Error
+from contracts.models import UUID, Error, absent_or_given
 from serving.protection import protected_scope
 
 T = TypeVar("T", bound=Callable[..., Any])
@@ -181,6 +181,8 @@ class ContractProvider(OpenAPIProvider):
         parameter = super().build_path_parameter(name, converter)
         if name in words.PATH_PARAMETERS:
             parameter["description"] = words.PATH_PARAMETERS[name]
+        if name in words.UUID_PATH_PARAMETERS:
+            parameter["schema"] = {**parameter["schema"], "format": "uuid", "pattern": UUID.json_schema}
         return parameter
 
     def build_paths(self, rule: Rule) -> tuple[dict, dict]:
@@ -261,13 +263,7 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     """A query or header parameter is absent or has a value: drop the null of a `str | None` field, and the
     title."""
     schema = {key: value for key, value in schema.items() if key != "title"}
-    alternatives = [option for option in schema.pop("anyOf", ()) if option != {"type": "null"}]
-    if len(alternatives) == 1:
-        schema.update(alternatives[0])
-    elif alternatives:
-        schema["anyOf"] = alternatives
-    if schema.get("default", 0) is None:
-        del schema["default"]
+    absent_or_given(schema)
     return schema
 
 

@@ -17,6 +17,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
+from benchmarks.databases import scratch_postgres_url
 from db.engine import create_engine
 from db.ids import new_id
 from db.migrate import upgrade
@@ -82,28 +83,15 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
     engine.dispose()
 
 
-@contextlib.contextmanager
-def fresh_database(postgres_url: str) -> Iterator[str]:
-    """An empty PostgreSQL database on the session's server (`postgres_url`), dropped at the end; its URL."""
-    name = f"pia_own_{new_id().replace('-', '')[-12:]}"
-    admin = sa.create_engine(ENV.test_postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
 @pytest.fixture
 def own_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Settings, sa.Engine]]:
     """A store of the backend's kind all of the test's own (a fresh DuckDB file or PostgreSQL database), so no
     other worker, such as the session server's, touches what the test sets up."""
     with contextlib.ExitStack() as stack:
-        database_url = "" if backend != "postgresql" else stack.enter_context(
-            fresh_database(request.getfixturevalue("postgres_url")))
+        database_url = ""
+        if backend == "postgresql":
+            request.getfixturevalue("postgres_url")  # skips (or fails) when the server is missing
+            database_url = stack.enter_context(scratch_postgres_url("pia_own"))
         settings = Settings(data_dir=tmp_path, database_url=database_url, worker_poll_seconds=0.1,
                             secret_key=new_secret_key() if database_url else "")
         engine = create_engine(settings)

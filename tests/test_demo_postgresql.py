@@ -17,13 +17,14 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.databases import scratch_postgres_url
 from db.engine import create_engine
 from db.migrate import upgrade
 from db.secrets import new_secret_key
 from serving.roles import Roles
 from settings import Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item, wait_finished
-from tests.conftest import bearer, fresh_database, get_token, wait_for
+from tests.conftest import bearer, get_token, wait_for
 from tests.demo_process import Demo
 from tests.test_admin import Served
 from tests.web_shop import new_order
@@ -37,7 +38,7 @@ QUICK = {"PIA_WORKER_POLL_SECONDS": "0.2", "PIA_BRIDGE_POLL_SECONDS": "0.2", "PI
 
 @pytest.fixture(scope="module")
 def demo(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
-    with fresh_database(postgres_url) as database_url:
+    with scratch_postgres_url("pia_demo") as database_url:  # postgres_url: skipped when the server is missing
         running = Demo(tmp_path_factory.mktemp("demo-postgresql"),
                        env={"PIA_DATABASE_URL": database_url, "PIA_SECRET_KEY": new_secret_key(), **QUICK})
         try:
@@ -160,7 +161,7 @@ def test_serve_roles_and_what_to_start_beside_it(kafka: str) -> None:
 
 
 def test_pia_serve_on_postgresql_prints_what_to_start_beside_it(postgres_url: str, tmp_path: Path) -> None:
-    with fresh_database(postgres_url) as database_url:
+    with scratch_postgres_url("pia_serve") as database_url:
         secret_key = new_secret_key()
         engine = create_engine(Settings(database_url=database_url, secret_key=secret_key))
         upgrade(engine)

@@ -17,7 +17,17 @@ from email_validator import EmailNotValidError, validate_email
 from jsonschema import Draft202012Validator, ValidationError
 
 from contracts import backoffice_schema
-from contracts.formats import DECIMAL, DECIMAL_SHAPE, KEY, TEXT, date_value, decimal_value, key_problem
+from contracts.formats import (
+    DATE,
+    DATE_SHAPE,
+    DECIMAL,
+    DECIMAL_SHAPE,
+    KEY,
+    TEXT,
+    date_value,
+    decimal_value,
+    key_problem,
+)
 from db.backoffice.document import (
     OPTIONS_LIST,
     PRODUCT_REFERENCES,
@@ -60,6 +70,7 @@ _PATTERN_PROBLEMS = {
     KEY.json_schema: key_problem,
     TEXT.json_schema: lambda text: "must not contain control characters.",
     DECIMAL.json_schema: lambda text: f"must be {DECIMAL_SHAPE}.",
+    DATE.json_schema: lambda text: f"is not {DATE_SHAPE} of a real day.",
 }
 _LIST_NAMES = {*REFERENCE_LISTS.values(), OPTIONS_LIST}
 _NULL = {"type": "null"}  # the branch that lets a field be cleared
@@ -405,17 +416,6 @@ def _rule_errors(document: Any, known: dict[str, Any],
         if warehouse.get("number") in known["retail store"]:
             yield DocumentError(path((*parts, "number")),
                                 f"{warehouse['number']!r} is a retail store's number; stock names locations by number")
-    yield from _day_errors(document)
-
-
-def _day_errors(document: Any) -> Iterator[DocumentError]:
-    dated = [(parts, item, name) for name in ("validFrom", "validTo") for parts, item in entries(document, "campaigns")]
-    dated += [(parts, item, "birthDate") for parts, item in entries(document, "customers")]
-    dated += [(parts, item, "memberSince") for parts, item in nested(document, "customers", "loyaltyMemberships")]
-    for parts, item, name in dated:
-        value = item.get(name)
-        if isinstance(value, str) and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value) and _day(value) is None:
-            yield DocumentError(path((*parts, name)), f"{value!r} is not a calendar day")
 
 
 def _campaign_errors(document: Any, held_campaigns: dict[Any, sa.Row]) -> Iterator[DocumentError]:
