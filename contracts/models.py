@@ -10,8 +10,9 @@ OpenAPI document.
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError, core_schema
 
-from contracts.formats import TextFormat
+from contracts.formats import TEXT, TextFormat
 from contracts.limits import MAX_DECIMAL_PLACES
 
 T = TypeVar("T")
@@ -26,6 +27,28 @@ Id = Annotated[str, Field(description="UUIDv7", examples=["01a20a4f-c35c-742a-a1
 UUID = TextFormat("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 Uuid = Annotated[str, Field(pattern=f"^{UUID.core}$", json_schema_extra={"pattern": UUID.json_schema},
                             examples=["01a20a4f-c35c-742a-a143-6c0de849e123"])]
+
+
+class _Refusing:
+    """A check of a request's text: refused (INVALID_VALUE) unless `allowed` matches it whole; the schema states it."""
+
+    def __init__(self, allowed: TextFormat, problem: str) -> None:
+        self.allowed, self.problem = allowed, problem
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        def check(value: Any) -> Any:
+            if isinstance(value, str) and not self.allowed.matches(value):
+                raise PydanticCustomError("INVALID_VALUE", self.problem)
+            return value
+
+        return core_schema.no_info_before_validator_function(check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        return {**handler(schema), "pattern": self.allowed.json_schema}
+
+
+NO_CONTROL = _Refusing(TEXT, "Must not contain control characters.")
+NO_NUL = _Refusing(TextFormat("[^\\u0000]*"), "Must not contain NUL (U+0000).")
 
 
 def sent_decimal(string: str, examples: list[str], **number: Any) -> WithJsonSchema:

@@ -11,6 +11,8 @@ from pydantic_core import PydanticCustomError
 
 from contracts.customers import DeliveryAddress, InvoiceAddress
 from contracts.models import (
+    NO_CONTROL,
+    NO_NUL,
     Day,
     DecimalString,
     Error,
@@ -30,8 +32,9 @@ Price = Annotated[Decimal, Field(ge=0, lt=Decimal(10) ** 12, decimal_places=4),
                   sent_decimal(r"[0-9]{1,12}(?:\.[0-9]{1,4})?", ["199.90"], minimum=0, exclusiveMaximum=10**12)]
 VatRate = Annotated[Decimal, Field(ge=0, le=100, decimal_places=4),
                     sent_decimal(r"100(?:\.0{1,4})?|[0-9]{1,2}(?:\.[0-9]{1,4})?", ["25"], minimum=0, maximum=100)]
-Key = Annotated[str, Field(min_length=1, max_length=100)]
-Code = Annotated[str, Field(min_length=1, max_length=64)]
+# Text the store keeps or looks up: no control characters (PostgreSQL cannot hold a NUL: it would be a 500).
+Key = Annotated[str, Field(min_length=1, max_length=100), NO_CONTROL]
+Code = Annotated[str, Field(min_length=1, max_length=64), NO_CONTROL]
 
 PriceType = Literal["CAMPAIGN", "REGULAR", "LEGACY_DISCOUNT"]
 OrderStatus = Literal["RECEIVED", "OPEN", "PARTIALLY_DELIVERED", "DELIVERED", "CANCELLED"]
@@ -54,14 +57,15 @@ class LineItemRequest(Shape):
 
 class Freight(Shape):
     freightAmount: Price | None = None
-    shippingMethodName: Annotated[str, Field(max_length=200)] | None = None
-    providerData: Annotated[str, Field(max_length=10_000)] | None = None
+    shippingMethodName: Annotated[str, Field(max_length=200), NO_CONTROL] | None = None
+    providerData: Annotated[str, Field(max_length=10_000, description="Opaque, stored as sent (without NUL)."),
+                            NO_NUL] | None = None
 
 
 class CreateOrder(Shape):
     """The body of POST /orders."""
 
-    customerId: Id | None = None
+    customerId: Annotated[Id, NO_CONTROL] | None = None
     externalOrderId: Key
     externalOrderNumber: Key
     deliveryAddress: DeliveryAddress
