@@ -43,6 +43,7 @@ from schemathesis.specs.openapi.checks import (
 from contracts.models import Error
 from contracts.openapi import SCOPES
 from db.backoffice.checking import gtin_check_digit
+from db.backoffice.document import PRODUCT_REFERENCES, REFERENCE_LISTS, SKU_REFERENCES
 from db.clients import update_client
 from db.schema import (
     assortments,
@@ -351,17 +352,9 @@ def _attribute_value(value: dict[str, Any], held: dict[str, Any], options: dict[
     return {"code": code, "value": {"NUMBER": "1", "BOOLEAN": "true"}.get(kind, value.get("value", "x"))}
 
 
-# The document's reference lists and reference fields, each with the store's list name.
-REFERENCE_LISTS = {"brands": "brands", "productCategories": "product_categories",
-                   "mainProductGroups": "main_product_groups", "subProductGroups": "sub_product_groups",
-                   "productConcepts": "product_concepts", "exclusivityLevels": "exclusivity_levels",
-                   "mainActivities": "main_activities", "unitOfMeasures": "unit_of_measures",
-                   "productColors": "product_colors", "sizes": "sizes", "dynamicAttributes": "dynamic_attributes"}
-PRODUCT_CODES = {"brandCode": "brands", "productCategoryCode": "product_categories",
-                 "mainProductGroupCode": "main_product_groups", "subProductGroupCode": "sub_product_groups",
-                 "productConceptCode": "product_concepts", "exclusivityLevelCode": "exclusivity_levels",
-                 "mainActivityCode": "main_activities"}
-SKU_CODES = {"colorCode": "product_colors", "sizeCode": "sizes", "unitOfMeasureCode": "unit_of_measures"}
+# The document's reference fields of products and their SKUs, each with the store's list name.
+PRODUCT_CODES = {name: list_name for name, (_, list_name) in PRODUCT_REFERENCES.items()}
+SKU_CODES = {name: list_name for name, (_, list_name) in SKU_REFERENCES.items()}
 
 UNSTATABLE: dict[str, Repair] = {
     "GET /v1/tenants/{tenantId}/ecom_stores/{eComStoreId}/products": _opaque_cursor,
