@@ -6,12 +6,13 @@ responses are rendered from store results and only documented here.
 
 import re
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     RootModel,
     SecretStr,
@@ -23,9 +24,20 @@ from pydantic_core import PydanticCustomError
 
 from contracts import backoffice_schema
 from contracts.click_and_collect import Shortages
-from contracts.formats import DECIMAL, TEXT, key_problem
+from contracts.formats import DECIMAL, KEY, TEXT, TextFormat, key_problem
 from contracts.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape, Uuid, refusing
+from contracts.models import (
+    DecimalString,
+    Error,
+    Id,
+    Instant,
+    Problems,
+    Shape,
+    Uuid,
+    absent_or_given,
+    exactly_one_of,
+    refusing,
+)
 
 LOCATION_TYPES = ("WAREHOUSE", "RETAIL_STORE")
 DESTINATION_KINDS = ("SERVICE_BUS", "WEBHOOK")
@@ -35,11 +47,12 @@ MAX_URL_LENGTH = 1000  # ecom_store_event_destinations.endpoint
 MAX_REASON_LENGTH = 200
 
 
+PRINTABLE_ASCII = TextFormat("[ -~]*")
+
+
 def _unprintable(text: str) -> str | None:
-    if text.isprintable():
-        return None
-    odd = next(character for character in text if not character.isprintable())
-    return f"must hold printable characters only, not U+{ord(odd):04X}."
+    odd = next(character for character in text if not PRINTABLE_ASCII.matches(character))
+    return f"must hold printable ASCII characters only, not U+{ord(odd):04X}."
 
 
 def _signed_decimal(value: Any) -> Decimal:
@@ -83,14 +96,21 @@ def _webhook_url(value: Any) -> Any:
     return value
 
 
-Key = Annotated[str, Field(min_length=1, max_length=64), refusing("INVALID_KEY", "The key", key_problem)]
+Key = Annotated[str, Field(min_length=1, max_length=64), refusing("INVALID_KEY", "The key", key_problem, KEY)]
 SignedDecimal = Annotated[Decimal, BeforeValidator(_signed_decimal),
-                          WithJsonSchema({"type": "string", "pattern": rf"^-?(?:{DECIMAL.core})$",
+                          WithJsonSchema({"type": "string", "pattern": TextFormat(f"-?(?:{DECIMAL.core})").json_schema,
                                           "examples": ["5", "-2", "12.5"]})]
-# Sealed at rest and never returned or logged; SecretStr keeps it out of reprs. Printable characters only: a
-# secret is typed or pasted, and a control character in one is a mistake that would fail delivery much later.
+# A Service Bus namespace's host name (labels of letters, digits and inner hyphens), also as `sb://host/`.
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOST_NAME = TextFormat(f"(?:sb://)?{_LABEL}(?:\\.{_LABEL})+/?")
+# A webhook URL as the checks above take it: https, or http to this machine; a port; no credentials or fragment.
+_URL_REST = "(?::[0-9]{1,4})?(?:[/?][^\\u0000-\\u0020\\u007F-\\u009F#]*)?"
+WEBHOOK_URL = TextFormat(f"https://[A-Za-z0-9](?:[A-Za-z0-9.-]{{0,251}}[A-Za-z0-9])?{_URL_REST}"
+                         f"|http://(?:localhost|127\\.0\\.0\\.1|\\[::1\\]){_URL_REST}")
+# Sealed at rest and never returned or logged; SecretStr keeps it out of reprs. Printable ASCII only: a secret is
+# typed or pasted (keys are base64 or hex), and anything else in one is a mistake that would fail delivery much later.
 Secret = Annotated[SecretStr, Field(min_length=16, max_length=1024, json_schema_extra={"writeOnly": True}),
-                   refusing("INVALID_SECRET", "The secret", _unprintable)]
+                   refusing("INVALID_SECRET", "The secret", _unprintable, PRINTABLE_ASCII)]
 
 
 def _inlined_backoffice_schema() -> dict[str, Any]:
@@ -136,13 +156,16 @@ class LoadReport(Shape):
 class StockAdjustment(Shape):
     """Exactly one of onHandDelta (added to on hand, may be negative) and onHand (the counted quantity)."""
 
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("onHandDelta", "onHand"))
+
     locationNumber: Key
     locationType: Literal["WAREHOUSE", "RETAIL_STORE"] | None = Field(
         default=None, description="Needed only when a warehouse and a retail store share the number.")
     skuNumber: Key
-    onHandDelta: SignedDecimal | None = None
-    onHand: SignedDecimal | None = Field(default=None, validate_default=True)
-    reason: Annotated[str, Field(max_length=MAX_REASON_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$")] | None = None
+    onHandDelta: SignedDecimal | None = Field(None, json_schema_extra=absent_or_given)
+    onHand: SignedDecimal | None = Field(default=None, validate_default=True, json_schema_extra=absent_or_given)
+    reason: Annotated[str, Field(max_length=MAX_REASON_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
+                                 json_schema_extra={"pattern": TEXT.json_schema})] | None = None
 
     @field_validator("onHand")
     @classmethod
@@ -189,18 +212,20 @@ class DestinationKind(Shape):
 
 class ServiceBusDestination(Shape):
     kind: Literal["SERVICE_BUS"]
-    endpoint: Annotated[str, Field(max_length=MAX_URL_LENGTH, examples=["contoso.servicebus.windows.net"]),
-                        BeforeValidator(_host_name)]
+    endpoint: Annotated[str, Field(max_length=253, examples=["contoso.servicebus.windows.net"],
+                                   json_schema_extra={"pattern": HOST_NAME.json_schema}), BeforeValidator(_host_name)]
     entityPath: Annotated[str, Field(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,258}[A-Za-z0-9])?$",
-                                     description="Queue or topic name.")]
-    sharedAccessKeyName: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,256}$")]
+                                     description="Queue or topic name.", json_schema_extra={"pattern": TextFormat(
+                                         "[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,258}[A-Za-z0-9])?").json_schema})]
+    sharedAccessKeyName: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,256}$", json_schema_extra={
+        "pattern": TextFormat("[A-Za-z0-9._-]{1,256}").json_schema})]
     sharedAccessKey: Secret
 
 
 class WebhookDestination(Shape):
     kind: Literal["WEBHOOK"]
-    url: Annotated[str, Field(max_length=MAX_URL_LENGTH, examples=["https://hooks.example.com/pia"]),
-                   BeforeValidator(_webhook_url)]
+    url: Annotated[str, Field(max_length=MAX_URL_LENGTH, examples=["https://hooks.example.com/pia"],
+                              json_schema_extra={"pattern": WEBHOOK_URL.json_schema}), BeforeValidator(_webhook_url)]
     secret: Secret = Field(description="Signs each delivery; 16 to 1,024 characters.")
 
 
@@ -236,6 +261,12 @@ class WebhookDestinationAnswer(_DestinationAnswer):
 class EventDestination(RootModel[Annotated[ServiceBusDestinationAnswer | WebhookDestinationAnswer,
                                            Field(discriminator="kind")]]):
     """The stored destination; its secret is never returned."""
+
+
+class DestinationRemoved(BaseModel):
+    """Removed; nothing more is delivered to it."""
+
+    no_body: ClassVar[bool] = True
 
 
 # Event delivery as operators see it (db/event_operations.py): per eCom store, and its dead letters.

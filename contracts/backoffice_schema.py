@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contracts.formats import DATE, DATE_SHAPE, DECIMAL, DECIMAL_SHAPE, KEY, MAX_KEY_LENGTH, TEXT
+from contracts.formats import DATE, DATE_SHAPE, DECIMAL, DECIMAL_SHAPE, IMAGE_URL, KEY, MAX_KEY_LENGTH, TEXT
 
 PATH = Path(__file__).with_name("backoffice.schema.json")
 _LINE_WIDTH = 120
@@ -27,8 +27,8 @@ def format_definitions() -> dict[str, dict[str, Any]]:
         "name": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": TEXT.json_schema},
         "text": {"description": "no control character", "type": "string", "pattern": TEXT.json_schema},
         "decimal": {"description": DECIMAL_SHAPE, "type": "string", "pattern": DECIMAL.json_schema},
-        # The loader also checks that the day exists (2026-02-30 passes the pattern).
         "date": {"description": DATE_SHAPE, "type": "string", "pattern": DATE.json_schema},
+        "url": {"type": "string", "minLength": 1, "maxLength": 2000, "pattern": IMAGE_URL.json_schema},
     }
 
 

@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from contracts.customers import MAX_TEXT_LENGTH
-from contracts.formats import TEXT, key_problem
+from contracts.formats import KEY, NAME, TEXT, TextFormat, key_problem
 from contracts.models import DecimalString, Error, Id, Instant, Problems, Shape, refusing
 
 MAX_QUANTITY = 10_000
@@ -42,10 +42,12 @@ def _name(value: Any) -> Any:
 
 
 # The Id of contracts.models, checked to be a string a lookup can take.
-ReferenceId = Annotated[Id, refusing("INVALID_ID", "The id", key_problem)]
+ReferenceId = Annotated[Id, refusing("INVALID_ID", "The id", key_problem, KEY)]
 Quantity = Annotated[Decimal, BeforeValidator(_quantity),
                      WithJsonSchema({"oneOf": [{"type": "integer", "minimum": 1, "maximum": MAX_QUANTITY},
-                                               {"type": "string", "pattern": "^[0-9]+$"}], "examples": [2]})]
+                                               {"type": "string", "pattern": TextFormat(
+                                                   f"0*(?:[1-9][0-9]{{0,3}}|{MAX_QUANTITY})").json_schema}],
+                                     "examples": [2]})]
 
 
 class ReservationLineRequest(Shape):
@@ -55,7 +57,8 @@ class ReservationLineRequest(Shape):
 
 class ReservationRequest(Shape):
     retailStoreId: ReferenceId = Field(description="A released retail store of the eCom store's company.")
-    reservationName: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_LENGTH), BeforeValidator(_name)]
+    reservationName: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_LENGTH,
+                                          json_schema_extra={"pattern": NAME.json_schema}), BeforeValidator(_name)]
     customerId: ReferenceId | None = None
     lineItems: list[ReservationLineRequest] = Field(min_length=1, max_length=MAX_LINES)
 

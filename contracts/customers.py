@@ -26,8 +26,8 @@ from email_validator import EmailNotValidError, validate_email
 from pydantic import AfterValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from contracts.formats import DATE_SHAPE, MAX_KEY_LENGTH, TEXT, date_value, key_problem
-from contracts.models import Day, FreeJson, Id, Instant, Shape
+from contracts.formats import DATE, DATE_SHAPE, KEY, NAME, TEXT, TextFormat, date_value, key_problem
+from contracts.models import Day, FreeJson, Id, Instant, Shape, absent_or_given
 
 MAX_TEXT_LENGTH = 200  # String(200) in the store
 # Digits after the +, with the separators people write between groups; letters (vanity numbers) are refused.
@@ -98,15 +98,20 @@ def _member_number(text: str) -> str:
     return text
 
 
-Email = Annotated[str, AfterValidator(_email), Field(json_schema_extra={"format": "email"},
+# What JSON Schema can say of these is in their schemas; that an address passes email-validator, a phone number is
+# valid in its country and a day is not after today, it cannot.
+Email = Annotated[str, AfterValidator(_email), Field(json_schema_extra={"format": "email", "maxLength": 254},
                                                      examples=["anna.berg@example.no"])]
-Phone = Annotated[str, AfterValidator(_phone), Field(description="E.164", examples=["+4741234567"])]
-PastDay = Annotated[Day, AfterValidator(_past_day)]
-Text = Annotated[str, AfterValidator(_text), Field(json_schema_extra={"minLength": 1, "maxLength": MAX_TEXT_LENGTH})]
+Phone = Annotated[str, AfterValidator(_phone), Field(
+    description="E.164 (separators such as spaces are also read)",
+    json_schema_extra={"pattern": TextFormat(r"\+[1-9][0-9]{1,14}").json_schema}, examples=["+4741234567"])]
+PastDay = Annotated[Day, AfterValidator(_past_day), Field(json_schema_extra={"pattern": DATE.json_schema})]
+Text = Annotated[str, AfterValidator(_text), Field(json_schema_extra={
+    "minLength": 1, "maxLength": MAX_TEXT_LENGTH, "pattern": NAME.json_schema})]
 CountryCode = Annotated[str, AfterValidator(_country),
-                        Field(json_schema_extra={"pattern": "^[A-Z]{2}$"}, examples=["NO"])]
+                        Field(json_schema_extra={"pattern": TextFormat("[A-Z]{2}").json_schema}, examples=["NO"])]
 MemberNumber = Annotated[str, AfterValidator(_member_number),
-                         Field(json_schema_extra={"minLength": 1, "maxLength": MAX_KEY_LENGTH})]
+                         Field(json_schema_extra={"pattern": KEY.json_schema})]
 
 
 class InvoiceAddress(Shape):
@@ -131,8 +136,9 @@ class LoyaltyMembership(Shape):
 class CustomerFields(Shape):
     """The body of PUT /customers/{customerId}: the fields to set; absent keeps, null clears."""
 
-    firstName: Text | None = None
-    lastName: Text | None = None
+    # Absent keeps a name; null is refused (a customer keeps one).
+    firstName: Text | None = Field(None, json_schema_extra=absent_or_given)
+    lastName: Text | None = Field(None, json_schema_extra=absent_or_given)
     email: Email | None = None
     phone: Phone | None = None
     birthDate: PastDay | None = None

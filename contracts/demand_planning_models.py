@@ -7,10 +7,10 @@ same rule set (`contracts/formats.py`).
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, create_model
+from pydantic import ConfigDict, Field, create_model
 
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from contracts.formats import DATE, DECIMAL, KEY, MAX_INTEGER, TIMESTAMP
+from contracts.formats import DATE, DECIMAL, KEY, MAX_INTEGER, SAFE_TIMESTAMP
 from contracts.limits import (
     DEFAULT_BATCH_PAGE_SIZE,
     MAX_BATCH_PAGE_SIZE,
@@ -19,13 +19,13 @@ from contracts.limits import (
     MAX_PAGE_SIZE,
     published_limits,
 )
-from contracts.models import Day, Error, Instant, Shape
+from contracts.models import Day, Error, Instant, Shape, absent_or_given, exactly_one_of
 
 # The patterns go into the schema only (pydantic's regex engine has no look-ahead; nothing validates with these).
 Key = Annotated[str, Field(json_schema_extra={"pattern": KEY.json_schema}, examples=["S001"])]
 Decimal = Annotated[str, Field(json_schema_extra={"pattern": DECIMAL.json_schema}, examples=["12", "0.5"])]
 BatchDay = Annotated[str, Field(json_schema_extra={"pattern": DATE.json_schema, "format": "date"})]
-Timestamp = Annotated[str, Field(json_schema_extra={"pattern": TIMESTAMP.json_schema},
+Timestamp = Annotated[str, Field(json_schema_extra={"pattern": SAFE_TIMESTAMP.json_schema},
                                  examples=["2026-11-21T02:00:00Z"])]
 Extension = Annotated[dict[str, Any], Field(description="Free-form extension data, stored as sent.")]
 
@@ -38,6 +38,9 @@ Limits = create_model("Limits", __base__=Shape, __doc__="Published limits.",
 
 
 class Envelope(Shape):
+    model_config = ConfigDict(json_schema_extra={"dependentRequired": {"batchIndex": ["batchTotal"],
+                                                                       "batchTotal": ["batchIndex"]}})
+
     generatedAt: Timestamp
     batchIndex: int = Field(default=1, ge=1, le=MAX_INTEGER)
     batchTotal: int = Field(default=1, ge=1, le=MAX_INTEGER)
@@ -46,9 +49,11 @@ class Envelope(Shape):
 
 
 class SalesForecastItem(Shape):
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("retailStoreNumber", "ecomStoreNumber"))
+
     retailStoreNumber: Key | None = Field(default=None, description="Exactly one of retailStoreNumber and "
-                                          "ecomStoreNumber.")
-    ecomStoreNumber: Key | None = None
+                                          "ecomStoreNumber.", json_schema_extra=absent_or_given)
+    ecomStoreNumber: Key | None = Field(default=None, json_schema_extra=absent_or_given)
     skuNumber: Key
     horizonStartDate: BatchDay
     horizonEndDate: BatchDay
@@ -229,7 +234,8 @@ class BatchListQuery(Shape):
     limit: int | None = Field(default=None, ge=1, le=MAX_BATCH_PAGE_SIZE,
                               description=f"Page size, default {DEFAULT_BATCH_PAGE_SIZE}.")
     cursor: str | None = Field(default=None, description="nextCursor of the previous page.")
-    receivedSince: str | None = Field(default=None, json_schema_extra={"format": "date-time"},
+    receivedSince: str | None = Field(default=None, json_schema_extra={"format": "date-time",
+                                                                       "pattern": SAFE_TIMESTAMP.json_schema},
                                       description="Only batches received at or after this instant (ISO 8601 with "
                                                   "offset).")
 
@@ -240,14 +246,15 @@ class Paging(Shape):
 
 
 class SalesForecastQuery(Paging):
-    retailStoreNumber: str | None = Field(default=None, description="Only this retail store.")
-    ecomStoreNumber: str | None = Field(default=None, description="Only this eCom store (not with "
+    retailStoreNumber: Key | None = Field(default=None, description="Only this retail store.")
+    ecomStoreNumber: Key | None = Field(default=None, description="Only this eCom store (not with "
                                         "retailStoreNumber).")
 
 
 class ReplenishmentParameterQuery(Paging):
-    retailStoreNumber: str | None = Field(default=None, description="Only this retail store.")
-    modifiedSince: str | None = Field(default=None, json_schema_extra={"format": "date-time"},
+    retailStoreNumber: Key | None = Field(default=None, description="Only this retail store.")
+    modifiedSince: str | None = Field(default=None, json_schema_extra={"format": "date-time",
+                                                                       "pattern": SAFE_TIMESTAMP.json_schema},
                                       description="Only lines modified after this instant (ISO 8601 with offset).")
 
 

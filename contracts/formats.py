@@ -24,8 +24,9 @@ Decisions:
   most MAX_FREE_JSON_BYTES long as compact JSON (`free_json_problem`), so that every answer carrying it stays within
   what orjson writes (255 levels) and a record stays small.
 - A JSON request body comes as `application/json`, with at most a UTF-8 charset (`json_media_type_problem`).
-- Dates are YYYY-MM-DD and a real calendar day. Timestamps are YYYY-MM-DDTHH:MM[:SS[.fraction]] with Z or
-  ±HH:MM, and their instant in UTC lies within years 1 to 9999 (what Python and the store hold).
+- Dates are YYYY-MM-DD and a real calendar day; the pattern says so itself (month lengths, leap years), so the
+  published JSON Schema states the whole rule. Timestamps are YYYY-MM-DDTHH:MM[:SS[.fraction]] with Z or ±HH:MM,
+  and their instant in UTC lies within years 1 to 9999 (what Python and the store hold).
 """
 
 import re
@@ -88,12 +89,36 @@ class TextFormat:
         return f"^(?:{self.core})(?![\\s\\S])"
 
 
+def _calendar_day(years: str) -> str:
+    """YYYY-MM-DD of a real day (February 29 in leap years only) in the years `years` matches; no look-around, so
+    RE2 takes it too."""
+    month_day = ("(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+                 "|02-(?:0[1-9]|1[0-9]|2[0-8])")
+    leap_years = "[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00"
+    return f"(?:(?:{years})-(?:{month_day})|(?:{leap_years})-02-29)"
+
+
+def _timestamp(years: str) -> str:
+    time = r"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]+)?)?"
+    return rf"{_calendar_day(years)}T{time}(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+
+
+_YEARS = "000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3}"  # 1 to 9999: what Python and the store hold
+# 2 to 9998: no offset takes such an instant out of years 1 to 9999 in UTC.
+_INNER_YEARS = "000[2-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8]"
+
 KEY = TextFormat(f"{_EDGE}(?:{_INNER}{{0,{MAX_KEY_LENGTH - 2}}}{_EDGE})?")
 TEXT = TextFormat(f"{_INNER}*")
+# Free text that is more than white space: a name, an address line.
+NAME = TextFormat(f"{_INNER}*{_EDGE}{_INNER}*")
+# An http(s) address of a product image: no control character or white space in it.
+IMAGE_URL = TextFormat(f"https?://{_EDGE}+")
 DECIMAL = TextFormat(rf"[0-9]{{1,{DECIMAL_INTEGER_DIGITS}}}(?:\.[0-9]{{1,{MAX_DECIMAL_PLACES}}})?")
-DATE = TextFormat(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-TIMESTAMP = TextFormat(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:[0-9]{2})")
+DATE = TextFormat(_calendar_day(_YEARS))
+TIMESTAMP = TextFormat(_timestamp(_YEARS))
+# What the published schemas state for a timestamp: a little narrower than TIMESTAMP with its check of the instant
+# in UTC (years 1 and 9999 with some offsets), which JSON Schema could state only at great length.
+SAFE_TIMESTAMP = TextFormat(_timestamp(_INNER_YEARS))
 
 DECIMAL_SHAPE = (f"a non-negative decimal with at most {DECIMAL_INTEGER_DIGITS} digits before the point and "
                  f'{MAX_DECIMAL_PLACES} after it, such as "12.5"')

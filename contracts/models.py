@@ -11,25 +11,35 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError, core_schema
 
-from contracts.formats import control_problem, free_json_problem
-from contracts.limits import MAX_FREE_JSON_BYTES, MAX_FREE_JSON_DEPTH
+from contracts.formats import TEXT, TextFormat, control_problem, free_json_problem
+from contracts.limits import MAX_DECIMAL_PLACES, MAX_FREE_JSON_BYTES, MAX_FREE_JSON_DEPTH
 
 T = TypeVar("T")
 
 
-def refusing(code: str, what: str, problem: Callable[[str], str | None] = control_problem) -> BeforeValidator:
-    """A check of a string field: `problem(text)` (by default: a control character in it) is refused with `code`;
-    its message starts with `what` ("The id")."""
+class refusing:  # noqa: N801 (used like the validators it stands beside: `Annotated[str, refusing(...)]`)
+    """A check of a string a request sends: refused with `code` unless `allowed` matches it whole, the message
+    `what` followed by `problem(text)` (what is wrong); the published schema states `allowed` as its pattern, so a
+    generated client knows the rule too."""
 
-    def check(value: Any) -> Any:
-        if isinstance(value, str) and (found := problem(value)):
-            raise PydanticCustomError(code, "{problem}", {"problem": f"{what} {found}"})
-        return value
+    def __init__(self, code: str, what: str, problem: Callable[[str], str | None] = control_problem,
+                 allowed: TextFormat = TEXT) -> None:
+        self.code, self.what, self.problem, self.allowed = code, what, problem, allowed
 
-    return BeforeValidator(check)
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        def check(value: Any) -> Any:
+            if isinstance(value, str) and not self.allowed.matches(value):
+                found = self.problem(value) or "is not allowed."
+                raise PydanticCustomError(self.code, "{problem}", {"problem": f"{self.what} {found}"})
+            return value
+
+        return core_schema.no_info_before_validator_function(check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        return {**handler(schema), "pattern": self.allowed.json_schema}
 
 
 # A decimal as returned: a canonical string ("12", "0.5", "-3.25").
@@ -41,19 +51,20 @@ Day = Annotated[str, Field(json_schema_extra={"format": "date"}, examples=["2026
 Id = Annotated[str, Field(description="UUIDv7", examples=["01a20a4f-c35c-742a-a143-6c0de849e123"]),
                refusing("INVALID_ID", "The id")]
 
+# An id a request names that the server checks to be a UUID (in any letter case) before it looks it up.
+UUID = TextFormat("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
 
 def _canonical_uuid(value: Any) -> Any:
     if not isinstance(value, str):
         return value
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise PydanticCustomError("INVALID_ID", "Must be a UUID, such as 01a20a4f-c35c-742a-a143-6c0de849e123.") \
-            from None
+    if not UUID.matches(value):
+        raise PydanticCustomError("INVALID_ID", "Must be a UUID, such as 01a20a4f-c35c-742a-a143-6c0de849e123.")
+    return str(uuid.UUID(value))
 
 
 # An id that must be a UUID where it is sent (INVALID_ID), passed on in its canonical lower-case form.
-Uuid = Annotated[str, Field(description="UUID", json_schema_extra={"format": "uuid"},
+Uuid = Annotated[str, Field(description="UUID", json_schema_extra={"format": "uuid", "pattern": UUID.json_schema},
                             examples=["01a20a4f-c35c-742a-a143-6c0de849e123"]), BeforeValidator(_canonical_uuid)]
 
 
@@ -69,6 +80,32 @@ def _bounded_json(value: dict[str, Any]) -> dict[str, Any]:
 FreeJson = Annotated[dict[str, Any], AfterValidator(_bounded_json), Field(
     description=f"Any JSON object, nested at most {MAX_FREE_JSON_DEPTH} levels deep and at most "
                 f"{MAX_FREE_JSON_BYTES} bytes long as compact JSON.")]
+
+
+def sent_decimal(string: str, examples: list[str], **number: Any) -> WithJsonSchema:
+    """The schema of a decimal a client sends (SPEC.md: a JSON number or a string) with at most 4 places: the
+    number with its bounds (`number`, JSON Schema keywords), the string as `string` (an unanchored pattern) says.
+    The string form states the bounds as digits, which may be a little narrower than the numbers allowed."""
+    return WithJsonSchema({"anyOf": [{"type": "number", "multipleOf": 10 ** -MAX_DECIMAL_PLACES, **number},
+                                     {"type": "string", "pattern": TextFormat(string).json_schema}],
+                           "examples": examples})
+
+
+def absent_or_given(schema: dict[str, Any]) -> None:
+    """`json_schema_extra` of a field that may be left out but not sent as null (the server refuses the null, or
+    reads it as absent): the document shows the value's own schema only."""
+    branches = [branch for branch in schema.pop("anyOf", ()) if branch != {"type": "null"}]
+    if len(branches) == 1:
+        schema.update(branches[0])
+    elif branches:
+        schema["anyOf"] = branches
+    if schema.get("default", 0) is None:
+        del schema["default"]
+
+
+def exactly_one_of(*names: str) -> dict[str, Any]:
+    """A model's `json_schema_extra` when exactly one of these fields must be given (each non-null)."""
+    return {"oneOf": [{"required": [name]} for name in names]}
 
 
 class Shape(BaseModel):

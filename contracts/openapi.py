@@ -33,6 +33,8 @@ PATH_PARAMETERS = {
     "loyaltyProgramId": "Loyalty program id the token was issued for.",
     "batchId": "Client-generated UUID of the batch.",
 }
+# The path parameters the server refuses (400) unless they are UUIDs: their schema says so.
+UUID_PATH_PARAMETERS = ("batchId", "customerId")
 
 # Answers of every protected route (status → description), besides the 500 every route may give.
 PROTECTED_ERRORS = {

@@ -4,22 +4,42 @@ Decimals arrive as strings or numbers; amounts go out as canonical decimal strin
 """
 
 from decimal import Decimal
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from contracts.customers import DeliveryAddress, InvoiceAddress
-from contracts.models import Day, DecimalString, Error, Id, Instant, Shape, refusing
+from contracts.formats import TextFormat
+from contracts.models import (
+    Day,
+    DecimalString,
+    Error,
+    Id,
+    Instant,
+    Shape,
+    absent_or_given,
+    exactly_one_of,
+    refusing,
+    sent_decimal,
+)
 
-# Up to 4 decimal places: what the store holds (NUMERIC(18,4)).
-Quantity = Annotated[Decimal, Field(gt=0, le=Decimal(10) ** 9, decimal_places=4, examples=["2"])]
-Price = Annotated[Decimal, Field(ge=0, lt=Decimal(10) ** 12, decimal_places=4, examples=["199.90"])]
-VatRate = Annotated[Decimal, Field(ge=0, le=100, decimal_places=4, examples=["25"])]
-# The web shop's own keys, SKU ids and numbers, campaign codes: looked up as sent, so no control characters.
+# Up to 4 decimal places: what the store holds (NUMERIC(18,4)). A string quantity above 0 has a non-zero digit.
+Quantity = Annotated[Decimal, Field(gt=0, le=Decimal(10) ** 9, decimal_places=4),
+                     sent_decimal(r"(?=[0-9.]*[1-9])[0-9]{1,9}(?:\.[0-9]{1,4})?|1000000000(?:\.0{1,4})?", ["2"],
+                                  exclusiveMinimum=0, maximum=10**9)]
+Price = Annotated[Decimal, Field(ge=0, lt=Decimal(10) ** 12, decimal_places=4),
+                  sent_decimal(r"[0-9]{1,12}(?:\.[0-9]{1,4})?", ["199.90"], minimum=0, exclusiveMaximum=10**12)]
+VatRate = Annotated[Decimal, Field(ge=0, le=100, decimal_places=4),
+                    sent_decimal(r"100(?:\.0{1,4})?|[0-9]{1,2}(?:\.[0-9]{1,4})?", ["25"], minimum=0, maximum=100)]
+# The web shop's own keys, SKU ids and numbers, campaign codes: looked up or kept as sent, so no control characters
+# (PostgreSQL cannot hold a NUL: it would be a 500).
 Key = Annotated[str, Field(min_length=1, max_length=100), refusing("INVALID_KEY", "The key")]
 Code = Annotated[str, Field(min_length=1, max_length=64), refusing("INVALID_KEY", "The code")]
 Text = Annotated[str, Field(max_length=200), refusing("INVALID_TEXT", "The text")]
+# Opaque text stored as sent: anything but a NUL.
+WITHOUT_NUL = TextFormat("[^\\u0000]*")
+
 
 def _nul_problem(text: str) -> str | None:
     return "must not contain NUL (U+0000)." if "\x00" in text else None
@@ -33,8 +53,10 @@ MAX_LINES = 500
 class LineItemRequest(Shape):
     """One line; give skuId or skuNumber (or both, naming the same SKU)."""
 
-    skuId: Code | None = None
-    skuNumber: Code | None = None
+    model_config = ConfigDict(json_schema_extra={"anyOf": [{"required": ["skuId"]}, {"required": ["skuNumber"]}]})
+
+    skuId: Code | None = Field(None, json_schema_extra=absent_or_given)
+    skuNumber: Code | None = Field(None, json_schema_extra=absent_or_given)
     quantity: Quantity
     netUnitPrice: Price
     vatRate: VatRate
@@ -45,9 +67,8 @@ class LineItemRequest(Shape):
 class Freight(Shape):
     freightAmount: Price | None = None
     shippingMethodName: Text | None = None
-    # Opaque, stored as sent: anything but a NUL, which PostgreSQL cannot hold.
-    providerData: Annotated[str, Field(max_length=10_000), refusing("INVALID_TEXT", "The text", _nul_problem)] \
-        | None = None
+    providerData: Annotated[str, Field(max_length=10_000, description="Opaque, stored as sent (without NUL)."),
+                            refusing("INVALID_TEXT", "The text", _nul_problem, WITHOUT_NUL)] | None = None
 
 
 class CreateOrder(Shape):
@@ -232,6 +253,13 @@ class RefundAlreadyCompletedError(Error):
     error: Literal["REFUND_ALREADY_COMPLETED"]
 
 
+def _amount_with_confirmed_only(amount: str) -> dict[str, Any]:
+    """A report's schema: CONFIRMED with the amount, FAILED without it (null is taken as absent)."""
+    return {"oneOf": [{"properties": {"status": {"const": "CONFIRMED"}, amount: {"not": {"type": "null"}}},
+                       "required": ["status", amount]},
+                      {"properties": {"status": {"const": "FAILED"}, amount: {"type": "null"}}}]}
+
+
 class PaymentReport(Shape):
     status: Literal["CONFIRMED", "FAILED"]
 
@@ -248,12 +276,16 @@ class PaymentReport(Shape):
 class PaymentCaptureReport(PaymentReport):
     """The result of the external payment capture: CONFIRMED with the capture's grossAmount, or FAILED."""
 
+    model_config = ConfigDict(json_schema_extra=_amount_with_confirmed_only("capturedAmount"))
+
     capturedAmount: Price | None = Field(default=None, validate_default=True)
     _check = field_validator("capturedAmount")(PaymentReport._amount_with_confirmed)
 
 
 class RefundReport(PaymentReport):
     """The result of the external refund: CONFIRMED with the refund's grossAmount, or FAILED."""
+
+    model_config = ConfigDict(json_schema_extra=_amount_with_confirmed_only("refundedAmount"))
 
     refundedAmount: Price | None = Field(default=None, validate_default=True)
     _check = field_validator("refundedAmount")(PaymentReport._amount_with_confirmed)
@@ -281,8 +313,10 @@ class ReturnRequest(OrderLinesRequest):
 class ShipRequest(Shape):
     """Exactly one of receiptId and captureId (a CONFIRMED capture's receipt)."""
 
-    receiptId: Id | None = None
-    captureId: Id | None = Field(default=None, validate_default=True)
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("receiptId", "captureId"))
+
+    receiptId: Id | None = Field(None, json_schema_extra=absent_or_given)
+    captureId: Id | None = Field(default=None, validate_default=True, json_schema_extra=absent_or_given)
     carrier: Annotated[Text, Field(max_length=100)] | None = None
     trackingNumber: Annotated[Text, Field(max_length=100)] | None = None
 

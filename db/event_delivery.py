@@ -106,8 +106,17 @@ def mark_delivered(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str])
 def discard(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> None:
     """The store has no destination: its events are dropped (delivered_time set, last_error NO_DESTINATION)."""
     with engine.begin() as conn:
-        conn.execute(outbox.update().where(_unsettled(store, event_ids))
-                     .values(delivered_time=utc_now(), last_error=NO_DESTINATION))
+        _discard(conn, store, _unsettled(store, event_ids))
+
+
+def discard_backlog(conn: sa.Connection, store: StoreKey) -> None:
+    """Drop every event of the store still to deliver, in the caller's transaction (its destination is removed, or
+    set anew after none): a destination then gets only the events written after it was set."""
+    _discard(conn, store, _open(store))
+
+
+def _discard(conn: sa.Connection, store: StoreKey, rows: sa.ColumnElement[bool]) -> None:
+    if conn.execute(outbox.update().where(rows).values(delivered_time=utc_now(), last_error=NO_DESTINATION)).rowcount:
         _set_state(conn, store, {"last_error": NO_DESTINATION})
 
 

@@ -239,9 +239,9 @@ def _admin_client(url: str, tenant_id: str, credentials_file: Path | None) -> Ad
 
 
 def _perform(tenant_id: str, url: str | None, credentials_file: Path | None, method: str, path: str, body: Any,
-             direct: Callable[[sa.Engine], Any]) -> None:
+             direct: Callable[[sa.Engine], Any], shown: Callable[[Any], Any] = lambda answer: answer) -> None:
     """Run one admin operation through the server's API at `url`, or with `direct` on the database; print the
-    answer, or the error body on stderr with exit status 1."""
+    answer (as `shown` makes it: a 204 has none), or the error body on stderr with exit status 1."""
     url = url or Settings().admin_url
     try:
         if url:
@@ -257,7 +257,7 @@ def _perform(tenant_id: str, url: str | None, credentials_file: Path | None, met
         _fail(error.body())
     except httpx.TransportError as error:
         raise click.ClickException(f"cannot reach {url}: {error}") from None
-    _echo(answer)
+    _echo(shown(answer))
 
 
 def _body(**fields: Any) -> dict[str, Any]:
@@ -349,12 +349,20 @@ def set_event_destination_command(tenant_id: str, ecom_store_id: str, kind: str,
 @admin.command("event-destination")
 @click.option("--tenant", "tenant_id", required=True)
 @click.option("--ecom-store", "ecom_store_id", required=True, help="eCom store id.")
+@click.option("--remove", is_flag=True, help="Remove it: the store's events still to deliver are discarded, and a "
+                                             "destination set later gets only events written after it.")
 @_api_options
-def event_destination_command(tenant_id: str, ecom_store_id: str, url: str | None,
+def event_destination_command(tenant_id: str, ecom_store_id: str, remove: bool, url: str | None,
                               credentials_file: Path | None) -> None:
-    """Show an eCom store's event destination (never its secret)."""
-    _perform(tenant_id, url, credentials_file, "GET", f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination",
-             None, lambda engine: admin_operations.show_destination(engine, tenant_id, ecom_store_id))
+    """Show an eCom store's event destination (never its secret), or remove it."""
+    path = f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination"
+    if remove:
+        _perform(tenant_id, url, credentials_file, "DELETE", path, None,
+                 lambda engine: admin_operations.delete_destination(engine, tenant_id, ecom_store_id),
+                 shown=lambda _: {"ecomStoreId": ecom_store_id, "removed": True})
+    else:
+        _perform(tenant_id, url, credentials_file, "GET", path, None,
+                 lambda engine: admin_operations.show_destination(engine, tenant_id, ecom_store_id))
 
 
 @admin.group("events")

@@ -66,6 +66,9 @@ class AdminClient:
 
 
 def _answer(response: httpx.Response) -> Any:
+    """The JSON answer (None for 204 No Content), or AdminCallFailed with the error body."""
+    if response.status_code == 204:
+        return None
     try:
         body = response.json()
     except ValueError:

@@ -21,7 +21,13 @@ from contracts.orders import OrderLinesRequest, ReturnRequest, ShipRequest
 from contracts.rendering import decimal, instant
 from db.backoffice import DocumentInvalid, load_document
 from db.batches import get_batch
-from db.destinations import DestinationSettings, EventDestination, get_destination, set_destination
+from db.destinations import (
+    DestinationSettings,
+    EventDestination,
+    get_destination,
+    remove_destination,
+    set_destination,
+)
 from db.event_operations import DeadLetter, DeliveryState, dead_letters, delivery_state, replay_dead_letters
 from db.fulfilment import cancel, pick, ship
 from db.order_failures import ProcessingState, failed_orders
@@ -106,8 +112,18 @@ def put_destination(engine: sa.Engine, box: SecretBox, tenant_id: str, ecom_stor
 def show_destination(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> dict[str, Any]:
     stored = get_destination(engine, tenant_id, ecom_store_id)
     if stored is None:
-        raise NotFound(f"No event destination is set for eCom store {ecom_store_id}.")
+        raise _no_destination(ecom_store_id)
     return destination_json(stored)
+
+
+def delete_destination(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> None:
+    """Remove it; the store's events still to deliver are discarded (NO_DESTINATION)."""
+    if not remove_destination(engine, tenant_id, ecom_store_id):
+        raise _no_destination(ecom_store_id)
+
+
+def _no_destination(ecom_store_id: str) -> NotFound:
+    return NotFound(f"No event destination is set for eCom store {ecom_store_id}.")
 
 
 def destination_json(stored: EventDestination) -> dict[str, Any]:

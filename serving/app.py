@@ -63,9 +63,10 @@ BODY_DRAIN_SECONDS = 5.0
 
 
 def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline: bool = False,
-               run_bridge: bool = False) -> Quart:
-    """run_pipeline: also run the pipeline worker in this process (the embedded default); run_bridge: also deliver
-    change events from the outbox (the embedded default without Kafka)."""
+               run_bridge: bool = False, run_relay: bool | None = None) -> Quart:
+    """run_pipeline: also run the pipeline worker in this process; run_bridge: also deliver change events (from
+    Kafka when it is set, else from the outbox); run_relay: also relay the outbox to Kafka, by default when Kafka
+    is set and the DuckDB file is this process's (serving/roles.py decides for `pia serve` and `pia demo`)."""
     app = Quart("pia", static_folder=None)  # a JSON API: no static files route
     # No request body may exceed the largest published limit; uploads check their own limits first.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
@@ -87,7 +88,9 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         wake_orders=_attach_order_processor(app, settings, engine))
     if run_bridge:
         _attach_bridge(app, settings, engine)
-    if settings.kafka_bootstrap_servers and settings.is_embedded:
+    if run_relay is None:
+        run_relay = settings.is_embedded
+    if run_relay and settings.kafka_bootstrap_servers:
         _attach_event_relay(app, settings, engine)
 
     @app.before_serving
@@ -200,8 +203,9 @@ def _attach_bridge(app: Quart, settings: Settings, engine: sa.Engine) -> None:
 
 
 def _attach_event_relay(app: Quart, settings: Settings, engine: sa.Engine) -> None:
-    """Kafka mode on DuckDB: this process owns the file, so it runs the one relay (on PostgreSQL `pia worker`
-    processes do). It polls every relay_poll_seconds; a stop flushes its producer."""
+    """Kafka mode: relay the outbox to Kafka here (on DuckDB this process owns the file, so it runs the one relay;
+    on PostgreSQL `pia worker` processes do, or `pia demo`). It polls every relay_poll_seconds (PostgreSQL's NOTIFY
+    wakes it sooner); a stop flushes its producer."""
     _attach_thread(app, "event-relay", lambda stop, _wake, _poll: run_relay(settings, engine, stop),
                    settings.relay_poll_seconds)
 

@@ -64,6 +64,7 @@ def serve(host: str, port: int) -> None:
     """Serve the API (embedded DuckDB by default, PostgreSQL when PIA_DATABASE_URL names one)."""
     from db.engine import create_engine
     from db.migrate import current_revision, head_revision, upgrade
+    from serving.roles import Roles
     from serving.server import run
 
     settings = Settings()
@@ -72,7 +73,7 @@ def serve(host: str, port: int) -> None:
         upgrade(engine)
     elif current_revision(engine) != head_revision():
         raise click.ClickException("The database schema is not current: run `pia db upgrade` first.")
-    run(settings, engine, host, port)
+    run(settings, engine, host, port, Roles.of_serve(settings))
 
 
 @main.command()

@@ -1,4 +1,5 @@
-"""`pia demo`: seed a demo tenant and a test tenant once, write their credentials, serve."""
+"""`pia demo`: seed a demo tenant and a test tenant once, write their credentials, serve with every role in the
+process (pipeline worker, order processor, event bridge, and the relay when Kafka is set), on either backend."""
 
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from db.reference import list_ecom_stores, list_loyalty_programs
 from db.tenants import create_tenant, get_tenant
 from serving.admin import issue_client
 from serving.demo_data import DEMO_PRODUCTS, TEST_PRODUCTS, demo_document
+from serving.roles import Roles
 from serving.server import base_url, run
 from settings import Settings
 
@@ -76,7 +78,8 @@ def _curl(credentials: dict[str, Any]) -> str:
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("pia-data"),
               show_default=True)
 def demo(host: str, port: int, data_dir: Path) -> None:
-    """Seed demo data on first run (reuse it after), write DIR/demo-credentials.json and serve."""
+    """Seed demo data on first run (reuse it after), write DIR/demo-credentials.json and serve with every role in
+    this process: the embedded DuckDB file by default, PostgreSQL when PIA_DATABASE_URL names one."""
     settings = Settings(data_dir=data_dir)
     engine = create_engine(settings)
     upgrade(engine)
@@ -93,4 +96,4 @@ def demo(host: str, port: int, data_dir: Path) -> None:
     path.chmod(0o600)  # it holds client secrets
     click.echo(f"credentials: {path}\nget a token:\n  {_curl(credentials)}\noperator console: {url}/console/ "
                "(sign in with an admin client of the credentials)")
-    run(settings, engine, host, port)
+    run(settings, engine, host, port, Roles.everything(settings))

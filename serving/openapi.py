@@ -33,7 +33,8 @@ from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE, QUART_SCHEMA
 from werkzeug.routing import Rule
 
 from contracts import openapi as words
-from contracts.models import Error, InvalidRequestError
+from contracts.formats import TEXT
+from contracts.models import UUID, Error, InvalidRequestError, absent_or_given
 from serving.protection import authorized_parameters, checks_requests, protected_scope
 from serving.validation import OPTIONAL_BODY
 
@@ -42,6 +43,8 @@ _MEDIA_TYPES_ATTRIBUTE = "_pia_request_media_types"
 _ALSO_ANSWERS_ATTRIBUTE = "_pia_also_answers"
 # A response model with this class attribute set is sent as that media type instead of JSON (the metrics text).
 RESPONSE_MEDIA_TYPE = "response_media_type"
+# A response model with this class attribute set answers no body (a 204): its docstring describes the answer.
+NO_BODY = "no_body"
 _REF_TEMPLATE = "#/components/schemas/{model}"
 # Blueprints of pages for a browser (HTML, cookies and forms), not routes of the API contract.
 BROWSER_BLUEPRINTS = ("console",)
@@ -142,7 +145,8 @@ class ContractProvider(OpenAPIProvider):
             if request := getattr(func, QUART_SCHEMA_REQUEST_ATTRIBUTE, None):
                 found.add((request[0], "validation"))
             for model, _ in getattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {}).values():
-                found.add((model, "serialization"))
+                if not getattr(model, NO_BODY, False):
+                    found.add((model, "serialization"))
         return found
 
     # quart-schema's hooks, answered from the one generation
@@ -156,6 +160,8 @@ class ContractProvider(OpenAPIProvider):
         return {"required": required, "content": {media_type: {"schema": schema}}}, {}
 
     def build_response_object(self, model: Any, headers_model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        if getattr(model, NO_BODY, False):
+            return {"description": _own_docstring(model)}, {}
         schema = self._schemas[(model, "serialization")]
         media_type = getattr(model, RESPONSE_MEDIA_TYPE, "application/json")
         response: dict[str, Any] = {"description": _own_docstring(model), "content": {media_type: {"schema": schema}}}
@@ -183,6 +189,8 @@ class ContractProvider(OpenAPIProvider):
         parameter = super().build_path_parameter(name, converter)
         if name in words.PATH_PARAMETERS:
             parameter["description"] = words.PATH_PARAMETERS[name]
+        if name in words.UUID_PATH_PARAMETERS:
+            parameter["schema"] = {**parameter["schema"], "format": "uuid", "pattern": UUID.json_schema}
         return parameter
 
     def build_paths(self, rule: Rule) -> tuple[dict, dict]:
@@ -229,6 +237,10 @@ class ContractProvider(OpenAPIProvider):
             responses.setdefault(str(status), {"description": description, "content": {
                 "application/json": {"schema": self._schemas[(Error, "serialization")]}}})
         if checked_parameters:
+            for parameter in operation.get("parameters", ()):
+                if parameter["in"] == "path" and parameter["name"] in checked_parameters:
+                    # check_request refuses control characters in these (400 INVALID_PATH_PARAMETER).
+                    parameter["schema"].setdefault("pattern", TEXT.json_schema)
             responses.setdefault("400", {"description": words.INVALID_PATH_PARAMETER, "content": {
                 "application/json": {"schema": self._schemas[(InvalidRequestError, "serialization")]}}})
         for status, answer in responses.items():
@@ -270,13 +282,7 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     """A query or header parameter is absent or has a value: drop the null of a `str | None` field, and the
     title."""
     schema = {key: value for key, value in schema.items() if key != "title"}
-    alternatives = [option for option in schema.pop("anyOf", ()) if option != {"type": "null"}]
-    if len(alternatives) == 1:
-        schema.update(alternatives[0])
-    elif alternatives:
-        schema["anyOf"] = alternatives
-    if schema.get("default", 0) is None:
-        del schema["default"]
+    absent_or_given(schema)
     return schema
 
 

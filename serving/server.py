@@ -11,6 +11,7 @@ from hypercorn.config import Config
 
 from db.secrets import SecretKeyError
 from serving.app import create_app
+from serving.roles import Roles
 from settings import Settings
 
 
@@ -18,15 +19,16 @@ def base_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-def run(settings: Settings, engine: sa.Engine, host: str, port: int) -> None:
+def run(settings: Settings, engine: sa.Engine, host: str, port: int, roles: Roles) -> None:
+    """Serve the API with `roles` beside it, after saying which they are (and what to start beside it)."""
     app = create_app(settings, engine, issuer=settings.issuer or base_url(host, port),
-                     run_pipeline=settings.runs_inprocess_worker,
-                     # The DuckDB file is this process's: its bridge runs here, from Kafka when one is set.
-                     run_bridge=settings.is_embedded)
+                     run_pipeline=roles.pipeline_worker, run_bridge=roles.event_bridge, run_relay=roles.event_relay)
     try:
         app.extensions["pia"].tokens.read_keys()
     except SecretKeyError as error:
         raise click.ClickException(f"cannot read the token signing keys: {error}") from None
+    for line in roles.startup_lines(settings):
+        click.echo(line)
     config = Config()
     config.bind = [f"{host}:{port}"]
     # pia's own request line (serving/app.py) replaces Hypercorn's access log; Hypercorn's other lines go through

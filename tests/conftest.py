@@ -2,6 +2,7 @@
 
 import asyncio
 import concurrent.futures
+import contextlib
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
+from benchmarks.databases import scratch_postgres_url
 from db.engine import create_engine
 from db.ids import new_id
 from db.migrate import upgrade
@@ -91,24 +93,17 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
 def own_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Settings, sa.Engine]]:
     """A store of the backend's kind all of the test's own (a fresh DuckDB file or PostgreSQL database), so no
     other worker, such as the session server's, touches what the test sets up."""
-    database_url, admin = "", None
-    if backend == "postgresql":
-        name = f"pia_own_{new_id().replace('-', '')[-12:]}"
-        admin = sa.create_engine(ENV.test_postgres_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        database_url = sa.make_url(request.getfixturevalue("postgres_url")).set(database=name) \
-            .render_as_string(hide_password=False)
-    settings = Settings(data_dir=tmp_path, database_url=database_url, worker_poll_seconds=0.1,
-                        secret_key=new_secret_key() if database_url else "")
-    engine = create_engine(settings)
-    upgrade(engine)
-    yield settings, engine
-    engine.dispose()
-    if admin is not None:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with contextlib.ExitStack() as stack:
+        database_url = ""
+        if backend == "postgresql":
+            request.getfixturevalue("postgres_url")  # skips (or fails) when the server is missing
+            database_url = stack.enter_context(scratch_postgres_url("pia_own"))
+        settings = Settings(data_dir=tmp_path, database_url=database_url, worker_poll_seconds=0.1,
+                            secret_key=new_secret_key() if database_url else "")
+        engine = create_engine(settings)
+        upgrade(engine)
+        yield settings, engine
+        engine.dispose()
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:

@@ -1,5 +1,7 @@
 """A real `pia demo` process on a free port, for tests that drive it over HTTP."""
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -13,13 +15,16 @@ PIA = str(Path(sys.executable).parent / "pia")
 
 
 class Demo:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+        """`env`: variables on top of the test's environment (PIA_DATABASE_URL for PostgreSQL, say)."""
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # A session of its own: stop() can end the upload worker processes it spawns, whatever became of it.
         self.process = subprocess.Popen(
             [PIA, "demo", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(data_dir)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})},
+            start_new_session=True)
         self.lines: list[str] = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -36,5 +41,11 @@ class Demo:
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
-        # Hypercorn's graceful shutdown alone takes seconds, and many more on a loaded machine.
-        self.process.wait(timeout=60)
+        try:
+            # Hypercorn's graceful shutdown alone takes seconds, and many more on a loaded machine.
+            self.process.wait(timeout=60)
+        finally:
+            # Anything of its session still running (its children, or itself after the wait) is killed.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)

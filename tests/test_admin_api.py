@@ -84,7 +84,8 @@ def _outbox(engine: sa.Engine, tenant_id: str, subject: str) -> list[tuple[str, 
 
 
 ADMIN_ROUTES = [("POST", "/backoffice"), ("POST", "/stock_adjustments"), ("POST", "/retail_stores/1004/release"),
-                ("PUT", "/ecom_stores/x/event_destination"), ("GET", "/ecom_stores/x/event_destination")]
+                ("PUT", "/ecom_stores/x/event_destination"), ("GET", "/ecom_stores/x/event_destination"),
+                ("DELETE", "/ecom_stores/x/event_destination")]
 
 
 def _store_events(engine: sa.Engine, tenant_id: str, retail_store_id: str) -> list[tuple[str, str]]:

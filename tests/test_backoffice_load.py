@@ -168,8 +168,9 @@ def invalid_document() -> dict[str, Any]:
     document = small_document()
     document["skus"][2]["name"] = ""  # too short
     document["skus"].append({"number": "200000", "name": "Ullgenser str. XL"})  # duplicate number
-    del document["ecomStores"][0]["released"]
+    document["ecomStores"][0]["released"] = None  # may not be cleared
     document["ecomStores"][0]["colour"] = "blue"
+    document["ecomStores"].append({"number": "2009", "name": "nordlys.dk"})  # new: needs companyNumber, released
     document["retailStores"][1]["companyNumber"] = "C9"
     document["retailStores"][1]["localAssortmentCode"] = "B"  # a BASE assortment
     document["assortments"][0]["lines"][1]["reorderPoint"] = "10"  # equals maximumInventory
@@ -189,6 +190,8 @@ def test_invalid_document_lists_every_problem_and_writes_nothing(engine: sa.Engi
         "assortments[0].lines[1].reorderPoint",
         "ecomStores[0].colour",
         "ecomStores[0].released",
+        "ecomStores[1].companyNumber",
+        "ecomStores[1].released",
         "loyaltyPrograms[0].retailStoreNumbers[2]",
         "retailStores[1].companyNumber",
         "retailStores[1].localAssortmentCode",
@@ -200,7 +203,8 @@ def test_invalid_document_lists_every_problem_and_writes_nothing(engine: sa.Engi
     assert "'C9' names no company" in messages["retailStores[1].companyNumber"]
     assert "'B' names no LOCAL assortment" in messages["retailStores[1].localAssortmentCode"]
     assert "first at skus[0]" in messages["skus[3].number"]
-    assert messages["ecomStores[0].released"] == "required field is missing"
+    assert messages["ecomStores[0].released"] == "None is not of type 'boolean'"
+    assert messages["ecomStores[1].released"] == "required to create eCom store '2009', which the tenant does not hold"
     assert snapshot(engine, tenant) == before
 
 

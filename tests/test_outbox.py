@@ -149,7 +149,7 @@ def test_assortment_changes_announce_what_each_store_now_sees(engine: sa.Engine,
 
 def test_a_store_s_new_price_list_reprices_everything_it_sees(engine: sa.Engine, loaded: str) -> None:
     document = catalogue_document(loaded)
-    del document["ecomStores"][0]["priceListCode"]  # E1 falls back to its company's base prices
+    document["ecomStores"][0]["priceListCode"] = None  # E1 falls back to its company's base prices
     assert load(engine, loaded, document) == {("E1", "ProductUpdated", "P1")}
     document["companies"][1]["currencyIsoCode"] = "EUR"  # E2's company
     assert load(engine, loaded, document) == {("E2", "ProductUpdated", "P2")}

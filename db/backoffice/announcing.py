@@ -27,7 +27,7 @@ import sqlalchemy as sa
 
 from contracts import events as subjects
 from db.backoffice.applying import Applier
-from db.backoffice.document import OPTIONS_LIST, REFERENCE_LISTS
+from db.backoffice.document import ANNOUNCED_RETAIL_STORE_COLUMNS, OPTIONS_LIST, REFERENCE_LISTS
 from db.outbox import pair_events, schema_events
 from db.schema import (
     assortment_lines,
@@ -39,8 +39,6 @@ from db.schema import (
     stock_levels,
 )
 
-_RETAIL_STORE_FIELDS = ("number", "name", "released", "street", "post_code", "city", "country_iso_code",
-                        "company_id")
 _LIST_NAMES = {**REFERENCE_LISTS, "dynamicAttributeOptions": OPTIONS_LIST}
 
 Pair = tuple[str, str]
@@ -113,7 +111,7 @@ def _moved_locations(applier: Applier, after: View) -> dict[str, set[str]]:
             moved[row["ecom_store_id"]].add(row["warehouse_id"])
     stores = applier.changes.get("retailStores")
     released = [(held["id"], held["company_id"]) for held, new in stores.updated
-                if held["released"] != new["released"]] if stores else []
+                if held["released"] != new.get("released", held["released"])] if stores else []
     for ecom_store, (company, *_) in after.pricing.items():
         moved[ecom_store] |= {store for store, store_company in released if store_company == company}
     return {store: locations for store, locations in moved.items() if locations}
@@ -149,7 +147,7 @@ def _retail_store_pairs(applier: Applier, before: View, after: View) -> set[Pair
     changed = {row["id"] for row in changes.created} if changes else set()
     if changes:
         changed |= {held["id"] for held, new in changes.updated
-                    if any(held[name] != new[name] for name in _RETAIL_STORE_FIELDS)}
+                    if any(held[name] != new.get(name, held[name]) for name in ANNOUNCED_RETAIL_STORE_COLUMNS)}
     company_of = {store: pricing[0] for store, pricing in after.pricing.items()}
     # eCom stores whose click and collect network is new to them: every released store of the company.
     connected = {store for store, company in company_of.items()

@@ -1,9 +1,13 @@
 """Applying a checked back-office document: each entity mapped to its rows and synced, in dependency order.
 
-Every reference was checked, so lookups here cannot miss. Ids are created on first insert (customers bring
-their own). The changes of each sync are kept for the events (db/backoffice/announcing.py).
+A partial upsert, field by field (ECOMMERCE.md): an entity's row holds only the columns of the fields the document
+gives, so an absent field keeps its held value and null clears it; a list an entity owns (a product's images, a
+price list's prices, …) is replaced whole when given and kept when absent. Every reference was checked, so lookups
+here cannot miss. Ids are created on first insert (customers bring their own). The changes of each sync are kept
+for the events (db/backoffice/announcing.py).
 """
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +16,7 @@ import sqlalchemy as sa
 
 from contracts.formats import date_value, decimal_value
 from db.backoffice.document import (
+    ANNOUNCED_RETAIL_STORE_COLUMNS,
     OPTIONS_LIST,
     PRODUCT_REFERENCES,
     REFERENCE_LISTS,
@@ -47,6 +52,9 @@ from db.schema import (
 
 _DELIVERY_ADDRESS = ("name", "street", "postCode", "city", "countryIsoCode", "email", "phone")
 _INVOICE_ADDRESS = ("street", "postCode", "city", "countryIsoCode", "email")
+_VISIT_ADDRESS = {"street": "street", "postCode": "post_code", "city": "city", "countryIsoCode": "country_iso_code"}
+# An eCom store's settings that have a default: document field → (column, default), null brings the default back.
+_ECOM_DEFAULTS = {"leadTimeDays": ("lead_time_days", 0), "paymentCaptureEnabled": ("payment_capture_enabled", False)}
 
 
 class Applier:
@@ -58,8 +66,10 @@ class Applier:
         self.changes: dict[str, Changes] = {}
 
     def sync(self, entity: str, table: sa.Table, key: tuple[str, ...], rows: list[Row], *,
-             within: sa.ColumnElement[bool] | None = None, owned: Owned | None = None) -> Changes:
-        changes = sync(self.conn, self.tenant_id, self.now, table, key, rows, within=within, owned=owned)
+             within: sa.ColumnElement[bool] | None = None, owned: Owned | None = None, defaults: Row | None = None,
+             read: tuple[str, ...] = ()) -> Changes:
+        changes = sync(self.conn, self.tenant_id, self.now, table, key, rows, within=within, owned=owned,
+                       defaults=defaults, read=read)
         if rows or (owned is not None and owned.owners):  # the report names what the document names
             self.report.record(entity, changes, owned is not None)
         self.changes[entity] = changes
@@ -102,30 +112,33 @@ def apply_document(conn: sa.Connection, tenant_id: str, now: datetime, document:
     applier = Applier(conn, tenant_id, now)
     _reference_lists(applier, document.get("referenceLists", {}))
     applier.sync("vatRates", vat_rates, ("code",),
-                 [{"code": item["code"], "rate": _decimal(item["rate"])} for item in document.get("vatRates", [])])
+                 [{"code": item["code"], **_given(item, rate=("rate", _decimal))}
+                  for item in document.get("vatRates", [])])
     applier.sync("priceLists", price_lists, ("code",),
-                 [{"code": item["code"], "name": item["name"]} for item in document.get("priceLists", [])])
+                 [{"code": item["code"], **_given(item, name=("name", _same))}
+                  for item in document.get("priceLists", [])])
     price_list_ids = applier.ids(price_lists, "code")
     applier.sync("companies", companies, ("number",), [_company_row(item, price_list_ids)
                                                         for item in document.get("companies", [])])
-    applier.sync("skus", skus, ("number",), [{"number": item["number"], "name": item["name"]}
+    applier.sync("skus", skus, ("number",), [{"number": item["number"], **_given(item, name=("name", _same))}
                                              for item in document.get("skus", [])])
     _products(applier, document.get("products", []))
     sku_ids, company_ids = applier.ids(skus), applier.ids(companies)
 
-    named_lists = [price_list_ids[item["code"]] for item in document.get("priceLists", [])]
+    priced = [item for item in document.get("priceLists", []) if "prices" in item]
     applier.sync("prices", prices, ("price_list_id", "sku_id"),
                  [{"price_list_id": price_list_ids[item["code"]], "sku_id": sku_ids[line["skuNumber"]],
-                   "price": _decimal(line["price"])}
-                  for item in document.get("priceLists", []) for line in item["prices"]],
-                 owned=Owned("price_list_id", set(named_lists)))
+                   "price": _decimal(line["price"])} for item in priced for line in item["prices"]],
+                 owned=Owned("price_list_id", {price_list_ids[item["code"]] for item in priced}))
 
     _assortments(applier, document.get("assortments", []), sku_ids)
     assortment_ids = applier.ids(assortments, "code")
     applier.sync("retailStores", retail_stores, ("number",),
-                 [_retail_store_row(item, company_ids, assortment_ids) for item in document.get("retailStores", [])])
+                 [_retail_store_row(item, company_ids, assortment_ids) for item in document.get("retailStores", [])],
+                 read=ANNOUNCED_RETAIL_STORE_COLUMNS)
     applier.sync("warehouses", warehouses, ("number",),
-                 [{"number": item["number"], "name": item["name"], "company_id": company_ids[item["companyNumber"]]}
+                 [{"number": item["number"], **_given(item, name=("name", _same),
+                                                      companyNumber=("company_id", company_ids.__getitem__))}
                   for item in document.get("warehouses", [])])
     _ecom_stores(applier, document.get("ecomStores", []), company_ids, assortment_ids, price_list_ids)
     _loyalty_programs(applier, document.get("loyaltyPrograms", []), company_ids)
@@ -133,7 +146,9 @@ def apply_document(conn: sa.Connection, tenant_id: str, now: datetime, document:
     store_ids = applier.ids(retail_stores)
     applier.sync("storeAssortmentLines", store_assortment_lines, ("retail_store_id", "sku_id"),
                  [{"retail_store_id": store_ids[line["retailStoreNumber"]], "sku_id": sku_ids[line["skuNumber"]],
-                   **_line_values(line), "locked": line["locked"]}
+                   **_given(line, replenishmentType=("replenishment_type", _same),
+                            reorderPoint=("reorder_point", _decimal),
+                            maximumInventory=("maximum_inventory", _decimal), locked=("locked", _same))}
                   for line in document.get("storeAssortmentLines", [])])
     location_ids = store_ids | applier.ids(warehouses)
     applier.sync("stock", stock_levels, ("location_id", "sku_id"),
@@ -154,19 +169,27 @@ def _touch_products(applier: Applier) -> None:
                                                      products.c.id.in_(changed)).values(modified_time=applier.now))
 
 
+def _given(item: dict[str, Any], **fields: tuple[str, Callable[[Any], Any]]) -> Row:
+    """The columns of the fields the item gives, each value read by its function: `field=(column, read)`. An
+    absent field is left out (the held value stays); null stays null (it clears)."""
+    return {column: None if item[name] is None else read(item[name])
+            for name, (column, read) in fields.items() if name in item}
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
 def _decimal(text: str | None) -> Any:
     return None if text is None else decimal_value(text)
-
-
-def _lookup(ids: dict[str, str], key: str | None) -> str | None:
-    return None if key is None else ids[key]
 
 
 def _reference_lists(applier: Applier, lists: dict[str, Any]) -> None:
     for name, list_name in REFERENCE_LISTS.items():
         applier.sync(name, reference_entries, ("list_name", "code"),
-                     [{"list_name": list_name, "code": item["code"], "name": item["name"],
-                       **_reference_extras(list_name, item)} for item in lists.get(name, [])],
+                     [{"list_name": list_name, "code": item["code"],
+                       **_given(item, name=("name", _same), **_REFERENCE_EXTRAS.get(list_name, {}))}
+                      for item in lists.get(name, [])],
                      within=reference_entries.c.list_name == list_name)
     attribute_ids = applier.reference_ids("dynamic_attributes")
     # Options are keyed on their code across attributes (the list route is flat), so one may move between them.
@@ -179,21 +202,24 @@ def _reference_lists(applier: Applier, lists: dict[str, Any]) -> None:
                  owned=Owned("dynamic_attribute_id", {attribute_ids[item["code"]] for item in given}))
 
 
-def _reference_extras(list_name: str, item: dict[str, Any]) -> Row:
-    if list_name == "product_colors":
-        return {"color_code": item["colorCode"]}
-    if list_name == "sizes":
-        return {"sort_order": item["sortOrder"]}
-    if list_name == "dynamic_attributes":
-        return {"value_type": item["valueType"]}
-    return {}
+# The columns of a reference list's own fields, beyond code and name.
+_REFERENCE_EXTRAS = {"product_colors": {"colorCode": ("color_code", _same)},
+                     "sizes": {"sortOrder": ("sort_order", _same)},
+                     "dynamic_attributes": {"valueType": ("value_type", _same)}}
 
 
 def _company_row(item: dict[str, Any], price_list_ids: dict[str, str]) -> Row:
-    # A named company is described whole: an absent base price list or freight VAT rate becomes null.
-    return {"number": item["number"], "name": item["name"], "currency_iso_code": item["currencyIsoCode"],
-            "base_price_list_id": _lookup(price_list_ids, item.get("basePriceListCode")),
-            "freight_vat_rate": _decimal(item.get("freightVatRate"))}
+    return {"number": item["number"], **_given(item, name=("name", _same),
+                                               currencyIsoCode=("currency_iso_code", _same),
+                                               basePriceListCode=("base_price_list_id", price_list_ids.__getitem__),
+                                               freightVatRate=("freight_vat_rate", _decimal))}
+
+
+def _references(item: dict[str, Any], fields: dict[str, tuple[str, str]],
+                references: dict[str, dict[str, str]]) -> Row:
+    """The given reference fields' columns: each code read as the id of its list's entry."""
+    return _given(item, **{name: (column, references[list_name].__getitem__)
+                           for name, (column, list_name) in fields.items()})
 
 
 def _products(applier: Applier, items: list[dict[str, Any]]) -> None:
@@ -201,10 +227,9 @@ def _products(applier: Applier, items: list[dict[str, Any]]) -> None:
                   for list_name in {*(n for _, n in PRODUCT_REFERENCES.values()),
                                     *(n for _, n in SKU_REFERENCES.values())}}
     applier.sync("products", products, ("number",), [
-        {"number": item["number"], "name": item["name"], "description": item.get("description"),
-         "released": item["released"],
-         **{column: _lookup(references[list_name], item.get(name))
-            for name, (column, list_name) in PRODUCT_REFERENCES.items()}}
+        {"number": item["number"],
+         **_given(item, name=("name", _same), description=("description", _same), released=("released", _same)),
+         **_references(item, PRODUCT_REFERENCES, references)}
         for item in items])
     product_ids = applier.ids(products)
 
@@ -214,10 +239,10 @@ def _products(applier: Applier, items: list[dict[str, Any]]) -> None:
     with_skus = [item for item in items if "skus" in item]
     vat_ids = applier.ids(vat_rates, "code")
     changes = applier.sync("productSkus", skus, ("number",), [
-        {"number": sku["number"], "name": sku["name"], "product_id": product_ids[item["number"]],
-         "gtin": sku.get("gtin"), "vat_rate_id": vat_ids[sku["vatRateCode"]], "published": sku["published"],
-         **{column: _lookup(references[list_name], sku.get(name))
-            for name, (column, list_name) in SKU_REFERENCES.items()}}
+        {"number": sku["number"], "product_id": product_ids[item["number"]],
+         **_given(sku, name=("name", _same), gtin=("gtin", _same), vatRateCode=("vat_rate_id", vat_ids.__getitem__),
+                  published=("published", _same)),
+         **_references(sku, SKU_REFERENCES, references)}
         for item in with_skus for sku in item["skus"]])
     # A SKU a product's list no longer names leaves the product (and so every eCom store's view) but is kept:
     # stock, prices, assortment lines and demand planning still refer to it.
@@ -250,39 +275,40 @@ def _products(applier: Applier, items: list[dict[str, Any]]) -> None:
 
 def _assortments(applier: Applier, items: list[dict[str, Any]], sku_ids: dict[str, str]) -> None:
     applier.sync("assortments", assortments, ("code",),
-                 [{"code": item["code"], "kind": item["kind"], "name": item["name"]} for item in items])
+                 [{"code": item["code"], **_given(item, kind=("kind", _same), name=("name", _same))}
+                  for item in items])
     assortment_ids = applier.ids(assortments, "code")
+    lined = [item for item in items if "lines" in item]
     applier.sync("assortmentLines", assortment_lines, ("assortment_id", "sku_id"),
                  [{"assortment_id": assortment_ids[item["code"]], "sku_id": sku_ids[line["skuNumber"]],
-                   **_line_values(line)} for item in items for line in item["lines"]],
-                 owned=Owned("assortment_id", {assortment_ids[item["code"]] for item in items}))
+                   **_line_values(line)} for item in lined for line in item["lines"]],
+                 owned=Owned("assortment_id", {assortment_ids[item["code"]] for item in lined}))
 
 
 def _retail_store_row(item: dict[str, Any], company_ids: dict[str, str], assortment_ids: dict[str, str]) -> Row:
-    # A named store is described whole: an absent address or assortment becomes null.
-    address = item.get("visitAddress", {})
-    return {
-        "number": item["number"], "name": item["name"], "company_id": company_ids[item["companyNumber"]],
-        "released": item["released"], "street": address.get("street"), "post_code": address.get("postCode"),
-        "city": address.get("city"), "country_iso_code": address.get("countryIsoCode"),
-        "base_assortment_id": _lookup(assortment_ids, item.get("baseAssortmentCode")),
-        "local_assortment_id": _lookup(assortment_ids, item.get("localAssortmentCode")),
-    }
+    row = {"number": item["number"],
+           **_given(item, name=("name", _same), companyNumber=("company_id", company_ids.__getitem__),
+                    released=("released", _same), baseAssortmentCode=("base_assortment_id", assortment_ids.__getitem__),
+                    localAssortmentCode=("local_assortment_id", assortment_ids.__getitem__))}
+    if "visitAddress" in item:  # an address is given whole: what it leaves out, or all of it when null, is cleared
+        address = item["visitAddress"] or {}
+        row |= {column: address.get(name) for name, column in _VISIT_ADDRESS.items()}
+    return row
 
 
 def _ecom_stores(applier: Applier, items: list[dict[str, Any]], company_ids: dict[str, str],
                  assortment_ids: dict[str, str], price_list_ids: dict[str, str]) -> None:
-    # A named eCom store is described whole, like a retail store: absent settings take their defaults.
+    # Lead time and payment capture have defaults, which null brings back.
     applier.sync("ecomStores", ecom_stores, ("number",), [
-        {"number": item["number"], "name": item["name"], "company_id": company_ids[item["companyNumber"]],
-         "released": item["released"],
-         "base_assortment_id": _lookup(assortment_ids, item.get("baseAssortmentCode")),
-         "local_assortment_id": _lookup(assortment_ids, item.get("localAssortmentCode")),
-         "price_list_id": _lookup(price_list_ids, item.get("priceListCode")),
-         "lead_time_days": item.get("leadTimeDays", 0),
-         "payment_capture_enabled": item.get("paymentCaptureEnabled", False),
-         "default_customer_id": item["defaultCustomerId"].lower() if "defaultCustomerId" in item else None}
-        for item in items])
+        {"number": item["number"],
+         **_given(item, name=("name", _same), companyNumber=("company_id", company_ids.__getitem__),
+                  released=("released", _same), baseAssortmentCode=("base_assortment_id", assortment_ids.__getitem__),
+                  localAssortmentCode=("local_assortment_id", assortment_ids.__getitem__),
+                  priceListCode=("price_list_id", price_list_ids.__getitem__),
+                  defaultCustomerId=("default_customer_id", str.lower)),
+         **{column: default if item[name] is None else item[name] for name, (column, default) in _ECOM_DEFAULTS.items()
+            if name in item}}
+        for item in items], defaults={column: default for column, default in _ECOM_DEFAULTS.values()})
     store_ids, warehouse_ids = applier.ids(ecom_stores), applier.ids(warehouses)
     given = [item for item in items if "servingWarehouseNumbers" in item]
     applier.sync("ecomStoreWarehouses", ecom_store_warehouses, ("ecom_store_id", "warehouse_id"), [
@@ -293,13 +319,15 @@ def _ecom_stores(applier: Applier, items: list[dict[str, Any]], company_ids: dic
 
 def _loyalty_programs(applier: Applier, items: list[dict[str, Any]], company_ids: dict[str, str]) -> None:
     applier.sync("loyaltyPrograms", loyalty_programs, ("code",),
-                 [{"code": item["code"], "name": item["name"],
-                   "company_id": _lookup(company_ids, item.get("companyNumber"))} for item in items])
+                 [{"code": item["code"],
+                   **_given(item, name=("name", _same), companyNumber=("company_id", company_ids.__getitem__))}
+                  for item in items])
     program_ids, store_ids = applier.ids(loyalty_programs, "code"), applier.ids(retail_stores)
+    given = [item for item in items if "retailStoreNumbers" in item]
     applier.sync("loyaltyProgramStores", loyalty_program_stores, ("loyalty_program_id", "retail_store_id"),
                  [{"loyalty_program_id": program_ids[item["code"]], "retail_store_id": store_ids[number]}
-                  for item in items for number in item["retailStoreNumbers"]],
-                 owned=Owned("loyalty_program_id", {program_ids[item["code"]] for item in items}))
+                  for item in given for number in item["retailStoreNumbers"]],
+                 owned=Owned("loyalty_program_id", {program_ids[item["code"]] for item in given}))
 
 
 def _line_values(line: dict[str, Any]) -> Row:
@@ -312,46 +340,51 @@ def _campaigns(applier: Applier, items: list[dict[str, Any]], company_ids: dict[
                sku_ids: dict[str, str]) -> None:
     program_ids = applier.ids(loyalty_programs, "code")
     applier.sync("campaigns", campaigns, ("code",), [
-        {"code": item["code"], "name": item["name"], "campaign_type": item["campaignType"],
-         "valid_from": date_value(item["validFrom"]), "valid_to": date_value(item["validTo"]),
-         "released": item["released"], "company_id": company_ids[item["companyNumber"]],
-         "loyalty_program_id": _lookup(program_ids, item.get("loyaltyProgramCode"))}
+        {"code": item["code"],
+         **_given(item, name=("name", _same), campaignType=("campaign_type", _same),
+                  validFrom=("valid_from", date_value), validTo=("valid_to", date_value), released=("released", _same),
+                  companyNumber=("company_id", company_ids.__getitem__),
+                  loyaltyProgramCode=("loyalty_program_id", program_ids.__getitem__))}
         for item in items])
     campaign_ids = applier.ids(campaigns, "code")
+    given = [item for item in items if "skus" in item]
     applier.sync("campaignSkus", campaign_skus, ("campaign_id", "sku_id"), [
         {"campaign_id": campaign_ids[item["code"]], "sku_id": sku_ids[line["skuNumber"]],
          "campaign_price": _decimal(line["campaignPrice"]),
          "loyalty_membership_required": line["loyaltyProgramMembershipRequired"]}
-        for item in items for line in item["skus"]],
-        owned=Owned("campaign_id", {campaign_ids[item["code"]] for item in items}))
+        for item in given for line in item["skus"]],
+        owned=Owned("campaign_id", {campaign_ids[item["code"]] for item in given}))
 
 
 def _release_moving_contacts(applier: Applier, rows: list[Row]) -> None:
     """Clears the e-mail and phone keys of named customers whose contacts change, so that two customers may trade
-    them in one document: row-by-row updates would otherwise meet the unique constraints half way."""
-    held = {customer_id: (email_key, phone) for customer_id, email_key, phone in applier.conn.execute(
+    them in one document: row-by-row updates would otherwise meet the unique constraints half way. Only the keys a
+    row sets are cleared (it writes them again); the others stay as held."""
+    held = {row.id: row for row in applier.conn.execute(
         sa.select(customers.c.id, customers.c.email_key, customers.c.phone)
         .where(customers.c.tenant_id == applier.tenant_id, customers.c.id.in_([row["id"] for row in rows])))}
-    moving = sorted(row["id"] for row in rows
-                    if row["id"] in held and held[row["id"]] != (row["email_key"], row["phone"]))
-    if len(moving) > 1:
-        applier.conn.execute(customers.update().where(customers.c.tenant_id == applier.tenant_id,
-                                                      customers.c.id.in_(moving))
-                             .values(email_key=None, phone=None))
+    for column in ("email_key", "phone"):
+        moving = sorted(row["id"] for row in rows
+                        if row["id"] in held and column in row and getattr(held[row["id"]], column) != row[column])
+        if len(moving) > 1:
+            applier.conn.execute(customers.update().where(customers.c.tenant_id == applier.tenant_id,
+                                                          customers.c.id.in_(moving)).values({column: None}))
 
 
-def _address(given: dict[str, Any] | None, fields: tuple[str, ...]) -> str | None:
-    # Every field of the shape, absent ones null, in the shape's order: the same address is the same text.
-    return None if given is None else orjson.dumps({name: given.get(name) for name in fields}).decode()
+def _address(fields: tuple[str, ...]) -> Callable[[dict[str, Any]], str]:
+    """How an address is stored: every field of the shape, absent ones null, in the shape's order (the same address
+    is the same text)."""
+    return lambda given: orjson.dumps({name: given.get(name) for name in fields}).decode()
 
 
 def _customers(applier: Applier, items: list[dict[str, Any]]) -> None:
-    # A named customer is described whole (ext, which integrators set, is left alone).
-    rows = [{"id": item["id"].lower(), "first_name": item["firstName"], "last_name": item["lastName"],
-             "email": item.get("email"), "email_key": item["email"].lower() if "email" in item else None,
-             "phone": item.get("phone"), "birth_date": date_value(item["birthDate"]) if "birthDate" in item else None,
-             "delivery_address": _address(item.get("deliveryAddress"), _DELIVERY_ADDRESS),
-             "invoice_address": _address(item.get("invoiceAddress"), _INVOICE_ADDRESS)}
+    # ext, which integrators set, is left alone.
+    rows = [{"id": item["id"].lower(),
+             **_given(item, firstName=("first_name", _same), lastName=("last_name", _same), email=("email", _same),
+                      phone=("phone", _same), birthDate=("birth_date", date_value),
+                      deliveryAddress=("delivery_address", _address(_DELIVERY_ADDRESS)),
+                      invoiceAddress=("invoice_address", _address(_INVOICE_ADDRESS))),
+             **_given(item, email=("email_key", str.lower))}
             for item in items]
     _release_moving_contacts(applier, rows)
     applier.sync("customers", customers, ("id",), rows)

@@ -42,6 +42,11 @@ SKU_REFERENCES = {
     "unitOfMeasureCode": ("unit_of_measure_id", "unit_of_measures"),
 }
 
+# A retail store's columns whose change its eCom stores hear of (RetailStoreUpdated; released also moves stock into
+# or out of their inventory): the loader reads them for every store it writes, whichever fields the document gives.
+ANNOUNCED_RETAIL_STORE_COLUMNS = ("number", "name", "released", "street", "post_code", "city", "country_iso_code",
+                                  "company_id")
+
 
 @dataclass(frozen=True)
 class DocumentError:

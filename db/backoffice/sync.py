@@ -53,18 +53,20 @@ class Owned:
 
 
 def sync(conn: sa.Connection, tenant_id: str, now: datetime, table: sa.Table, key: tuple[str, ...],
-         rows: list[Row], *, within: sa.ColumnElement[bool] | None = None, owned: Owned | None = None) -> Changes:
+         rows: list[Row], *, within: sa.ColumnElement[bool] | None = None, owned: Owned | None = None,
+         defaults: Row | None = None, read: tuple[str, ...] = ()) -> Changes:
     """Upserts rows (column values without tenant, id or stamps) keyed on `key` within the tenant.
 
     Held rows are those of the tenant (narrowed by `within`). Only rows whose given values differ are updated;
-    columns a row does not give are left alone. Key columns are never updated: DuckDB refuses updates of
-    indexed columns.
+    columns a row does not give are left alone (a partial upsert, field by field). A created row takes `defaults`
+    (else null) for the columns it does not give. Key columns are never updated: DuckDB refuses updates of
+    indexed columns. Changes report held rows with the columns compared and those named in `read`.
     """
     if not rows and (owned is None or not owned.owners):
         return Changes()
     # Only the columns compared or reported: reading whole rows (stamps included) costs more than the rest.
-    wanted = dict.fromkeys([*key, *(rows[0] if rows else ()), *(["id"] if "id" in table.c else []),
-                            *([owned.column] if owned else [])])
+    wanted = dict.fromkeys([*key, *(name for row in rows for name in row), *read,
+                            *(["id"] if "id" in table.c else []), *([owned.column] if owned else [])])
     query = sa.select(*(table.c[name] for name in wanted)).where(table.c.tenant_id == tenant_id)
     held = {tuple(row[name] for name in key): row
             for row in conn.execute(query if within is None else query.where(within)).mappings().all()}
@@ -73,19 +75,31 @@ def sync(conn: sa.Connection, tenant_id: str, now: datetime, table: sa.Table, ke
     for row in rows:
         current = held.pop(tuple(row[name] for name in key), None)
         if current is None:
-            created.append(_stamped(table, now, {"tenant_id": tenant_id, **row}, new=True))
+            created.append(row)
         elif any(current[name] != value for name, value in row.items()):
             updated.append((current, row))
     deleted = [row for row in held.values() if owned is not None and row[owned.column] in owned.owners]
+    created = _completed(table, now, tenant_id, created, defaults or {})
     insert_rows(conn, table, created)
-    if updated:
+    # One statement per set of columns given: an executemany needs the same parameters in every row.
+    by_columns: dict[frozenset[str], list[Row]] = {}
+    for _, row in updated:
+        by_columns.setdefault(frozenset(row), []).append(row)
+    for alike in by_columns.values():
         conn.execute(table.update().where(*_key_match(table, key)),
                      [_stamped(table, now, {**_values(row, key), **_key_params(tenant_id, row, key)})
-                      for _, row in updated])
+                      for row in alike])
     if deleted:
         conn.execute(table.delete().where(*_key_match(table, key)),
                      [_key_params(tenant_id, row, key) for row in deleted])
     return Changes(created, updated, deleted, unchanged=len(rows) - len(created) - len(updated))
+
+
+def _completed(table: sa.Table, now: datetime, tenant_id: str, rows: list[Row], defaults: Row) -> list[Row]:
+    """New rows with the same columns each (bulk inserts need it): what a row does not give is its default."""
+    columns = {name for row in rows for name in row} | set(defaults)
+    return [_stamped(table, now, {"tenant_id": tenant_id, **{name: defaults.get(name) for name in columns}, **row},
+                     new=True) for row in rows]
 
 
 def _stamped(table: sa.Table, now: datetime, row: Row, new: bool = False) -> Row:

@@ -12,6 +12,7 @@ from contracts.admin import (
     BackofficeDocument,
     DeadLetterQuery,
     DeadLetters,
+    DestinationRemoved,
     EventDeliveryState,
     EventDestination,
     EventDestinationRequest,
@@ -101,6 +102,16 @@ async def put_event_destination(tenantId: str, eComStoreId: str) -> Response:
 async def get_event_destination(tenantId: str, eComStoreId: str) -> Response:
     return json_response(await blocking(admin_operations.show_destination, services().engine, tenantId,
                                         eComStoreId))
+
+
+@blueprint.delete("/ecom_stores/<eComStoreId>/event_destination")
+@document_response(DestinationRemoved, 204)
+@document_response(NotFoundError, 404)
+async def delete_event_destination(tenantId: str, eComStoreId: str) -> Response:
+    """Remove the eCom store's destination: its events still to deliver, and those written until one is set again,
+    are discarded (NO_DESTINATION); a destination set later gets only events written after it."""
+    await blocking(admin_operations.delete_destination, services().engine, tenantId, eComStoreId)
+    return Response(status=204)
 
 
 @blueprint.get("/ecom_stores/<eComStoreId>/event_delivery")
