@@ -30,7 +30,8 @@ _pools_guard = threading.Lock()
 
 def _uri(engine: sa.Engine) -> str:
     """libpq's URI of the engine's database (the driver name dropped), with the engine's session time zone."""
-    url = engine.url.set(drivername="postgresql").update_query_dict({"options": "-ctimezone=UTC", "connect_timeout": "3"})
+    url = engine.url.set(drivername="postgresql").update_query_dict(
+        {"options": "-ctimezone=UTC", "connect_timeout": "3"})
     return url.render_as_string(hide_password=False)
 
 

@@ -22,9 +22,12 @@ def fetch(conn: sa.Connection, sql: str, params: Mapping[str, Any], schema: Mapp
         relation = driver_connection(conn).sql(compiled.string,
                                                 params=[params[name] for name in compiled.positiontup])
         return pl.from_arrow(relation.to_arrow_table()).cast(dict(schema))
-    with driver_connection(conn).cursor() as cursor:
-        cursor.execute(compiled.string, params)
-        return pl.DataFrame(cursor.fetchall(), schema=dict(schema), orient="row")
+    # Executed through SQLAlchemy, which tells a lost connection from other errors; the rows are the driver's.
+    result = conn.exec_driver_sql(compiled.string, dict(params))
+    try:
+        return pl.DataFrame(result.cursor.fetchall(), schema=dict(schema), orient="row")
+    finally:
+        result.close()
 
 
 def write(conn: sa.Connection, table: sa.Table, rows: pl.DataFrame, key_columns: Sequence[str],
