@@ -93,9 +93,8 @@ def _forecast_runs(conn: sa.Connection, tenant_id: str, batches: Sequence[BatchI
         if pl.from_arrow(batch.items.select(["horizon_end_date"])).get_column("horizon_end_date").lt(today).any():
             runs.append([])
     runs = [run for run in runs if run]
-    if runs and len(runs[0]) > 1 and conn.execute(
-            sa.select(sa.literal(1)).where(sales_forecasts.c.tenant_id == tenant_id,
-                                           sales_forecasts.c.horizon_end_date < today).limit(1)).first():
+    if runs and len(runs[0]) > 1 and conn.execute(sa.select(sa.exists().where(
+            sales_forecasts.c.tenant_id == tenant_id, sales_forecasts.c.horizon_end_date < today))).scalar_one():
         runs[:1] = [runs[0][:1], runs[0][1:]]
     return runs
 
