@@ -20,8 +20,7 @@ import adbc_driver_postgresql.dbapi as adbc_dbapi
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-# SQLAlchemy compiles for the driver's own placeholders ($1, $2, …), casts included.
-DIALECT = postgresql.psycopg.dialect(paramstyle="numeric_dollar")
+_DIALECT = postgresql.psycopg.dialect(paramstyle="numeric_dollar")
 _POOL_SIZE = 4
 
 _pools: "weakref.WeakKeyDictionary[sa.Engine, sa.pool.QueuePool]" = weakref.WeakKeyDictionary()
@@ -60,7 +59,10 @@ def adbc_connection(engine: sa.Engine) -> Iterator[Any]:
         fairy.close()
 
 
-def compiled(statement: sa.Executable) -> tuple[str, list[Any]]:
-    """The statement as the driver's SQL text and its positional parameters."""
-    result = statement.compile(dialect=DIALECT)
-    return str(result), [result.params[name] for name in result.positiontup or ()]
+def inlined(statement: sa.Executable) -> str:
+    """The statement's SQL with its values written in as literals (SQLAlchemy quotes them).
+
+    The driver streams a result through `COPY (query) TO STDOUT` only for a statement without bound parameters;
+    with parameters it reads the whole result before handing over the first batch.
+    """
+    return str(statement.compile(dialect=_DIALECT, compile_kwargs={"literal_binds": True}))
