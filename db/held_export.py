@@ -67,7 +67,8 @@ class ArrowPage:
 def sales_forecast_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
                               ecom_store_number: str | None, after: ForecastKey | None, limit: int,
                               today: date) -> ArrowPage:
-    """The page `db.held.sales_forecast_page` reads, as SALES_FORECASTS."""
+    """Unexpired held forecasts as SALES_FORECASTS: retail stores first, then eCom stores; by store number, then SKU
+    number; a page never spans two stores."""
     rows = held_forecasts(tenant_id, retail_store_number=retail_store_number,
                           ecom_store_number=ecom_store_number, today=today)
     return _arrow_page(engine, rows, ForecastKey, after, limit, _FORECASTS)
@@ -76,7 +77,8 @@ def sales_forecast_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store
 def replenishment_parameter_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
                                        modified_since: datetime | None, after: ParameterKey | None,
                                        limit: int) -> ArrowPage:
-    """The page `db.held.replenishment_parameter_page` reads, as REPLENISHMENT_PARAMETERS."""
+    """The page `db.held.replenishment_parameter_page` reads (the values in use per retail store and SKU of its
+    assortment), as REPLENISHMENT_PARAMETERS."""
     rows = held_parameters(tenant_id, retail_store_number=retail_store_number, modified_since=modified_since,
                            after=after, windowed=modified_since is None)
     return _arrow_page(engine, rows, ParameterKey, after, limit, _PARAMETERS)
