@@ -1,6 +1,7 @@
 """What the benchmarks measure besides wall time, on a machine shared with other work: CPU seconds of processes
 (Linux /proc) and of the PostgreSQL backends serving one database, the load average, and medians."""
 
+import contextlib
 import os
 import statistics
 from pathlib import Path
@@ -23,10 +24,8 @@ def database_backends_cpu(engine: sa.Engine) -> dict[int, float]:
         pids = conn.scalars(sa.text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")).all()
     found = {}
     for pid in pids:
-        try:
+        with contextlib.suppress(FileNotFoundError):  # ended meanwhile
             found[pid] = process_cpu(pid)
-        except FileNotFoundError:  # ended meanwhile
-            pass
     return found
 
 
