@@ -197,6 +197,7 @@ def upsert_floor(database_url: str, data_dir: Path, rows: pl.DataFrame) -> float
     engine = create_engine(Settings(data_dir=data_dir, database_url=database_url))
     floor = sales_forecasts.to_metadata(sa.MetaData(), name="floor_sales_forecasts")
     floor.indexes.clear()  # the held table's second index is PostgreSQL's only: added below, named apart
+    floor.primary_key.name = "pk_floor_sales_forecasts"  # PostgreSQL names constraints' indexes schema-wide
     floor.create(engine)
     try:
         if engine.dialect.name == "postgresql":
