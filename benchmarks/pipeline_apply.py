@@ -1,4 +1,13 @@
-"""Benchmark of apply_batch: `uv run python -m benchmarks.pipeline_apply [--batches N]`.
+"""Benchmark of the pipeline's apply: `uv run python -m benchmarks.pipeline_apply [--batches N]`.
+
+Each step of issue 19 point 3 against what it replaced, in the same run (CPU per 1,000 items of this process
+and, on PostgreSQL, of its backends; the load average beside each):
+- staging 5,000 rows on PostgreSQL: CSV through psycopg's COPY into a temporary table vs ADBC's binary COPY
+  into an unlogged one (db.bulk.staged vs db.bulk.ingested);
+- writing them: one `INSERT … ON CONFLICT` vs one UPDATE of held keys and one INSERT of new ones
+  (pipeline.bulk.write), for new keys and for held keys;
+- the worker's loop over N waiting batches of a tenant: one by one vs applied together (pipeline.worker).
+Then, as before:
 
 Seeds one tenant (201 released retail stores, 5,000 SKUs in a base assortment) on a temporary DuckDB file
 and on a PostgreSQL database it creates and drops, then applies 5,000-item batches, one store each, in a
@@ -21,20 +30,27 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
 import polars as pl
 import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from benchmarks.measure import database_backends_cpu, database_cpu_since, load
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.rendering import decimal
 from db.backoffice import load_document
+from db.batches import StagedBatch, record_batch
+from db.bulk import ingested, staged
 from db.engine import create_engine
 from db.ids import new_id
 from db.migrate import upgrade
 from db.schema import sales_forecasts
+from db.staging import stage_items, staged_name
 from db.tenants import create_tenant
+from pipeline import bulk
 from pipeline.apply import apply_batch, quantities_json
+from pipeline.worker import Pipeline, tenant_locks_for
 from settings import Settings
 
 POSTGRES_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -120,6 +136,87 @@ def row_wise_forecasts(engine: sa.Engine, tenant_id: str, generated_at: datetime
         conn.execute(statement, rows)
 
 
+@contextmanager
+def cpu_report(engine: sa.Engine, label: str, items: int) -> Iterator[None]:
+    """Prints the block's wall time and CPU per 1,000 items of this process and of the database's backends."""
+    database, process, wall = database_backends_cpu(engine), time.process_time(), time.perf_counter()
+    yield
+    wall, process = time.perf_counter() - wall, time.process_time() - process
+    database_cpu = database_cpu_since(engine, database)
+    print(f"  {label:<52} {wall / items * 1e6:7.1f} ms wall per 1,000 items; CPU per 1,000: process "
+          f"{process / items * 1e6:5.1f} ms, database {database_cpu / items * 1e6:5.1f} ms  (load {load():.1f})")
+
+
+def held_rows(tenant_id: str, store: int, generated_at: datetime) -> pl.DataFrame:
+    """5,000 rows as the pipeline holds them, with `held` for pipeline.bulk.write."""
+    now = datetime.now(UTC)
+    quantities = orjson.dumps([f"{day % 17}.{day % 4}" for day in range(DAYS)]).decode()
+    return pl.DataFrame({
+        "tenant_id": [tenant_id] * ITEMS, "is_ecom": [False] * ITEMS, "store_number": [f"{1000 + store}"] * ITEMS,
+        "sku_number": [f"{700000 + i}" for i in range(ITEMS)],
+        "horizon_start_date": [now.date()] * ITEMS, "horizon_end_date": [now.date() + timedelta(days=DAYS - 1)] * ITEMS,
+        "quantities": [quantities] * ITEMS, "generated_at": [generated_at] * ITEMS, "modified_time": [now] * ITEMS,
+        "batch_id": ["bench"] * ITEMS, "held": [False] * ITEMS})
+
+
+def staging_and_writes(engine: sa.Engine, batches: int) -> None:
+    tenant_id = create_tenant(engine, "bench writes", is_test=True)
+    first, later = datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC)
+    if engine.dialect.name == "postgresql":
+        tables = [held_rows(tenant_id, store, first).drop("held").to_arrow() for store in range(batches)]
+        for label, stage in (("staging: CSV COPY into a temporary table", staged),
+                             ("staging: ADBC binary COPY into an unlogged table", ingested)):
+            with cpu_report(engine, label, batches * ITEMS):
+                for table in tables:
+                    with engine.begin() as conn, stage(conn, table):
+                        pass
+    key = ("tenant_id", "is_ecom", "store_number", "sku_number")
+    updates = [name for name in held_rows(tenant_id, 0, first).columns if name not in (*key, "held")]
+
+    def upsert(conn: sa.Connection, rows: pl.DataFrame) -> None:
+        names = ", ".join(rows.columns[:-1])
+        with ingested(conn, rows.drop("held").to_arrow()) as source:
+            conn.execute(sa.text(
+                f"INSERT INTO sales_forecasts ({names}) SELECT {names} FROM {source} ON CONFLICT ({', '.join(key)}) "
+                f"DO UPDATE SET {', '.join(f'{name} = excluded.{name}' for name in updates)} "
+                "WHERE sales_forecasts.generated_at <= excluded.generated_at"))
+
+    def update_and_insert(conn: sa.Connection, rows: pl.DataFrame) -> None:
+        bulk.write(conn, sales_forecasts, rows, key, updates)
+
+    for label, write in (("INSERT … ON CONFLICT", upsert), ("UPDATE held + INSERT new", update_and_insert)):
+        stores = range(batches) if write is upsert else range(batches, 2 * batches)
+        with cpu_report(engine, f"write, new keys: {label}", batches * ITEMS):
+            for store in stores:
+                with engine.begin() as conn:
+                    write(conn, held_rows(tenant_id, store, first))
+        with cpu_report(engine, f"write, held keys (a later run): {label}", batches * ITEMS):
+            for store in stores:
+                with engine.begin() as conn:
+                    write(conn, held_rows(tenant_id, store, later).with_columns(held=pl.lit(True)))
+
+
+def worker_loop(engine: sa.Engine, batches: int) -> None:
+    """The worker over `batches` waiting forecast batches of a tenant (new keys): one by one, then together."""
+    today = datetime.now(UTC).date()
+    tables = [forecast_batch(store, today, random.Random(store)) for store in range(batches)]
+    with tempfile.TemporaryDirectory() as staging_dir:
+        for label, coalesce_items in (("worker, one by one", 0), ("worker, waiting batches together", 100_000)):
+            tenant_id = create_tenant(engine, f"bench loop {coalesce_items}", is_test=True)
+            load_document(engine, tenant_id, seed_document())
+            generated_at = datetime.now(UTC)
+            for number, table in enumerate(tables):
+                batch_id = new_id()
+                name = staged_name(tenant_id, batch_id, "0" * 64)
+                stage_items(Path(staging_dir), name, table)
+                record_batch(engine, tenant_id, batch_id, SALES_FORECAST,
+                             StagedBatch("0" * 64, name, generated_at, number + 1, batches, ITEMS, []),
+                             datetime.now(UTC))
+            pipeline = Pipeline(engine, Path(staging_dir), tenant_locks_for(engine), coalesce_items=coalesce_items)
+            with cpu_report(engine, label, batches * ITEMS):
+                assert pipeline.process_tenant(tenant_id) == batches
+
+
 def bench(engine: sa.Engine, batches: int) -> None:
     rng = random.Random(7)
     tenant_id = create_tenant(engine, "bench", is_test=True)
@@ -191,6 +288,8 @@ def main() -> None:
         print(f"{label}: {batches} batches of {ITEMS:,} items per measurement")
         with engine_of() as engine:
             upgrade(engine)
+            staging_and_writes(engine, batches)
+            worker_loop(engine, batches)
             bench(engine, batches)
 
 

@@ -94,20 +94,32 @@ def tenants_ready(engine: sa.Engine, now: datetime) -> list[str]:
             .order_by(batches.c.tenant_id), "the workers' poll serves every tenant")))
 
 
-def next_in_line(engine: sa.Engine, tenant_id: str) -> sa.Row | None:
-    """The batch_id and retry_at of the tenant's oldest unfinished batch: batches go in receivedTime order.
+def in_line(engine: sa.Engine, tenant_id: str, limit: int = 1) -> list[sa.Row]:
+    """The tenant's oldest unfinished batches, up to limit, in receivedTime order (the order they are processed
+    in): batch_id, kind, attempts, item_count and retry_at of each.
 
-    Only the key is read, so a row holding a value the driver cannot decode is still named and can be failed.
+    Only columns every row can decode are read, so a row holding a value the driver cannot decode is still named
+    and can be failed.
     """
     with engine.connect() as conn:
-        return conn.execute(sa.select(batches.c.batch_id, batches.c.retry_at)
-                            .where(batches.c.tenant_id == tenant_id, batches.c.progress.in_(UNFINISHED))
-                            .order_by(batches.c.received_time, batches.c.batch_id).limit(1)).first()
+        return list(conn.execute(sa.select(batches.c.batch_id, batches.c.kind, batches.c.attempts,
+                                           batches.c.item_count, batches.c.retry_at)
+                                 .where(batches.c.tenant_id == tenant_id, batches.c.progress.in_(UNFINISHED))
+                                 .order_by(batches.c.received_time, batches.c.batch_id).limit(limit)))
 
 
-def mark_processing(engine: sa.Engine, tenant_id: str, batch_id: str, now: datetime) -> None:
+def get_batches(engine: sa.Engine, tenant_id: str, batch_ids: list[str]) -> list[sa.Row]:
+    """The tenant's batches of these ids, in receivedTime order."""
+    with engine.connect() as conn:
+        return list(conn.execute(sa.select(batches).where(batches.c.tenant_id == tenant_id,
+                                                          batches.c.batch_id.in_(batch_ids))
+                                 .order_by(batches.c.received_time, batches.c.batch_id)))
+
+
+def mark_processing(engine: sa.Engine, tenant_id: str, batch_ids: list[str], now: datetime) -> None:
+    """Counts an attempt at each of the batches, committed before the attempt, so one cut short counts too."""
     with engine.begin() as conn:
-        conn.execute(batches.update().where(_key(tenant_id, batch_id))
+        conn.execute(batches.update().where(batches.c.tenant_id == tenant_id, batches.c.batch_id.in_(batch_ids))
                      .values(progress=PROCESSING, started_time=now, retry_at=None, attempts=batches.c.attempts + 1))
 
 

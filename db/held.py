@@ -55,15 +55,6 @@ class Page(Generic[KeyT]):
 
 # --- sales forecasts ------------------------------------------------------------------------------------
 
-def sales_forecast_page(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
-                        ecom_store_number: str | None, after: ForecastKey | None, limit: int,
-                        today: date) -> Page[ForecastKey]:
-    """Unexpired held forecasts: retail stores first, then eCom stores; by store number, then SKU number."""
-    rows = held_forecasts(tenant_id, retail_store_number=retail_store_number,
-                          ecom_store_number=ecom_store_number, today=today)
-    return _read_page(engine, rows, ForecastKey, after, limit)
-
-
 def held_forecasts(tenant_id: str, *, retail_store_number: str | None = None, ecom_store_number: str | None = None,
                    today: date) -> sa.Subquery:
     """The tenant's unexpired held forecasts (optionally of one store), unordered; the lists and exports read

@@ -1,9 +1,10 @@
 """Held demand planning data as Arrow, in the schemas of contracts/held_datasets.py: the Arrow pages of the lists,
 and the tenant-wide exports streamed in record batches.
 
-Rows leave the database columnar and stay so: DuckDB hands its result over as an Arrow record batch reader;
-PostgreSQL streams `COPY (query) TO STDOUT` as CSV, which Polars parses a chunk at a time. Either way no Python
-object is made per row, and an export holds one chunk at a time in Python, however many rows the tenant has
+Rows leave the database columnar and stay so: DuckDB hands its result over as an Arrow record batch reader, and
+so does the ADBC driver for PostgreSQL (binary COPY decoded in C; psycopg's COPY cost about 2.5 µs a row in
+Python). Either way no Python object is made per row, and an export holds one record batch at a time in Python,
+however many rows the tenant has
 (PostgreSQL reads the primary key's index in order; DuckDB sorts inside its own memory, spilling to disk when
 short). Polars then shapes a chunk into the contract's schema (the quantities' text split into exact decimals,
 the store number split into the retail and eCom columns).
@@ -20,6 +21,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from contracts.held_datasets import REPLENISHMENT_PARAMETERS, SALES_FORECAST_DAYS, SALES_FORECASTS
+from db.adbc import adbc_connection, inlined
 from db.bulk import driver_connection
 from db.engine import is_duckdb
 from db.held import (
@@ -38,10 +40,12 @@ LAYOUTS: tuple[Layout, ...] = ("horizon", "daily")
 # Rows per record batch of an export: large enough that per-batch costs vanish, small enough that a daily
 # batch of forecasts (up to 62 days each) stays a few tens of MB.
 BATCH_ROWS = 16_384
+# PostgreSQL's rows come through ADBC in record batches of about this many bytes (the driver's default is 16 MB).
+_BATCH_BYTES = 4 * 1024 * 1024
 
 _DECIMAL = pl.Decimal(18, 4)
 _INSTANT = pl.Datetime("us", "UTC")
-# The columns the database rows are read with, as Polars types (PostgreSQL's CSV is parsed into these).
+# The columns the database rows are read with, as Polars types.
 _FORECAST_COLUMNS = {"is_ecom": pl.Boolean, "store_number": pl.String, "sku_number": pl.String,
                      "horizon_start_date": pl.Date, "horizon_end_date": pl.Date, "quantities": pl.String,
                      "generated_at": _INSTANT, "modified_time": _INSTANT}
@@ -63,7 +67,8 @@ class ArrowPage:
 def sales_forecast_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
                               ecom_store_number: str | None, after: ForecastKey | None, limit: int,
                               today: date) -> ArrowPage:
-    """The page `db.held.sales_forecast_page` reads, as SALES_FORECASTS."""
+    """Unexpired held forecasts as SALES_FORECASTS: retail stores first, then eCom stores; by store number, then SKU
+    number; a page never spans two stores."""
     rows = held_forecasts(tenant_id, retail_store_number=retail_store_number,
                           ecom_store_number=ecom_store_number, today=today)
     return _arrow_page(engine, rows, ForecastKey, after, limit, _FORECASTS)
@@ -72,7 +77,8 @@ def sales_forecast_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store
 def replenishment_parameter_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
                                        modified_since: datetime | None, after: ParameterKey | None,
                                        limit: int) -> ArrowPage:
-    """The page `db.held.replenishment_parameter_page` reads, as REPLENISHMENT_PARAMETERS."""
+    """The page `db.held.replenishment_parameter_page` reads (the values in use per retail store and SKU of its
+    assortment), as REPLENISHMENT_PARAMETERS."""
     rows = held_parameters(tenant_id, retail_store_number=retail_store_number, modified_since=modified_since,
                            after=after, windowed=modified_since is None)
     return _arrow_page(engine, rows, ParameterKey, after, limit, _PARAMETERS)
@@ -82,7 +88,7 @@ def _arrow_page(engine: sa.Engine, rows: sa.FromClause, key_type: type[KeyT], af
                 dataset: "_Dataset") -> ArrowPage:
     """As db.held's page reader, cutting the fetched rows with Polars."""
     query = page_query(_narrowed(rows, dataset), key_type, after, limit)
-    with engine.connect() as conn, closing(_frames(conn, query, dataset.columns, limit + 2)) as read:
+    with closing(_frames(engine, query, dataset.columns, limit + 2)) as read:
         frames = list(read)
     fetched = pl.concat(frames) if frames else pl.DataFrame(schema=dataset.columns)
     names = key_names(key_type)
@@ -125,8 +131,7 @@ def _batches(engine: sa.Engine, query: sa.Select, dataset: "_Dataset",
              batch_rows: int) -> Generator[pa.RecordBatch, None, None]:
     """The shaped rows of the query in record batches; one connection, held until the last batch is taken (or
     the generator is closed)."""
-    # The frames are closed before the connection: an unfinished COPY holds psycopg's connection lock.
-    with engine.connect() as conn, closing(_frames(conn, query, dataset.columns, batch_rows)) as frames:
+    with closing(_frames(engine, query, dataset.columns, batch_rows)) as frames:
         for frame in frames:
             # The daily layout turns a chunk of forecasts into many more rows: cut it again. A part may be made
             # of several chunks (Polars parses CSV in parallel): one record batch each.
@@ -136,58 +141,44 @@ def _batches(engine: sa.Engine, query: sa.Select, dataset: "_Dataset",
 
 # --- reading --------------------------------------------------------------------------------------------
 
-def _frames(conn: sa.Connection, query: sa.Select, columns: dict[str, pl.DataType],
+def _frames(engine: sa.Engine, query: sa.Select, columns: dict[str, pl.DataType],
             batch_rows: int) -> Iterator[pl.DataFrame]:
-    """The query's rows as frames with these columns and types, streamed; none when there are no rows."""
-    compiled = query.compile(dialect=conn.dialect)
-    if is_duckdb(conn.engine):
+    """The query's rows as frames with these columns and types, streamed; none when there are no rows. A
+    connection is held until the last frame is taken or the generator is closed."""
+    if not is_duckdb(engine):
+        with adbc_connection(engine) as adbc, adbc.cursor() as cursor:
+            # The driver reads COPY's binary output into record batches of about this size, as it arrives.
+            cursor.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(_BATCH_BYTES)})
+            cursor.execute(inlined(query))
+            # The driver's batches are cut by size: recut into batch_rows, as the exports' record batches are.
+            pending = pl.DataFrame(schema=columns)
+            for batch in cursor.fetch_record_batch():
+                pending = pl.concat([pending, _typed(batch, columns)])
+                while pending.height >= batch_rows:
+                    yield pending.head(batch_rows)
+                    pending = pending.slice(batch_rows)
+            if pending.height:
+                yield pending
+        return
+    with engine.connect() as conn:
         # The driver's own relation: an Arrow reader over the pending result, without a copy per row.
-        parameters = [compiled.params[name] for name in compiled.positiontup or ()]
-        reader = driver_connection(conn).sql(str(compiled), params=parameters).to_arrow_reader(batch_rows)
+        statement = query.compile(dialect=conn.dialect)
+        parameters = [statement.params[name] for name in statement.positiontup or ()]
+        reader = driver_connection(conn).sql(str(statement), params=parameters).to_arrow_reader(batch_rows)
         try:
             for batch in reader:
                 if batch.num_rows:
-                    yield pl.DataFrame(pl.from_arrow(batch)).cast(columns)  # type: ignore[arg-type]
+                    yield _typed(batch, columns)
         finally:
             reader.close()  # the connection refuses its next statement while a result is open
-        return
-    with closing(_postgres_csv_chunks(conn, str(compiled), compiled.params, batch_rows)) as chunks:
-        for chunk in chunks:
-            frame = pl.read_csv(chunk, has_header=False, new_columns=list(columns),
-                                schema_overrides=dict.fromkeys(columns, pl.String))
-            yield frame.with_columns(_from_text(name, kind) for name, kind in columns.items())
 
 
-def _postgres_csv_chunks(conn: sa.Connection, sql: str, parameters: dict[str, object],
-                         batch_rows: int) -> Iterator[bytes]:
-    """COPY's CSV of the query in chunks of about batch_rows whole lines (no column we read holds a line break)."""
-    # psycopg merges the parameters into the statement client-side: COPY takes no bound parameters.
-    with driver_connection(conn).cursor() as cursor, \
-            cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT csv)", parameters) as copy:
-        pending = bytearray()
-        lines = 0
-        for data in copy:  # the server sends a message per row: gather them into large chunks
-            pending += data
-            lines += 1
-            if lines >= batch_rows:
-                end = pending.rindex(b"\n") + 1
-                yield bytes(pending[:end])
-                del pending[:end]
-                lines = 0
-        if pending:
-            yield bytes(pending)
-
-
-def _from_text(name: str, kind: pl.DataType) -> pl.Expr:
-    """PostgreSQL's CSV text of a column as its type: t/f booleans, ISO dates, timestamps with a +00 offset."""
-    text = pl.col(name)
-    if kind == pl.Boolean:
-        return (text == "t").alias(name)
-    if kind == pl.Date:
-        return text.str.to_date("%Y-%m-%d")
-    if kind == _INSTANT:
-        return text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f%#z", time_unit="us", time_zone="UTC")
-    return text.cast(kind)
+def _typed(batch: pa.RecordBatch, columns: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A record batch as a frame of these columns and types. PostgreSQL's numeric comes from ADBC as its text (an
+    opaque extension type), which is cast like the rest."""
+    arrays = [array.storage if isinstance(array.type, pa.BaseExtensionType) else array for array in batch.columns]
+    frame = pl.DataFrame(pl.from_arrow(pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)))
+    return frame.cast(columns)  # type: ignore[arg-type]
 
 
 # --- shaping into the contract's schemas ----------------------------------------------------------------

@@ -1,4 +1,11 @@
-"""The pipeline worker: batches of a tenant one at a time, in receivedTime order, each applied with its status.
+"""The pipeline worker: batches of a tenant in receivedTime order, each applied with its status.
+
+Consecutive waiting batches of one kind are applied together (up to COALESCE_ITEMS items): one transaction,
+one judging and one write for all of them, with the result of applying them one by one (pipeline.apply), and
+every batch's status written in that transaction. If that transaction fails, nothing of any of them is applied,
+and they are applied one by one instead, each in a transaction of its own as below: so FAILED still means that
+nothing of that batch was applied, and one batch's fault never fails the others. A batch tried before (a retry
+after a transient failure, or an attempt cut short) is always applied alone.
 
 Order across processes comes from a per-tenant lock: a PostgreSQL session advisory lock when workers share a
 PostgreSQL database (it dies with the worker's connection, so a killed worker never blocks its tenant), and an
@@ -24,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+import adbc_driver_manager as adbc_errors
 import duckdb
 import psycopg
 import pyarrow as pa
@@ -35,17 +43,19 @@ from db.batches import (
     fail_batch,
     finish_batch,
     get_batch,
+    get_batches,
+    in_line,
     mark_processing,
-    next_in_line,
     retry_later,
     tenants_ready,
 )
+from db.bulk import drop_stale_ingested
 from db.engine import is_duckdb
 from db.ids import new_id, utc_now
 from db.retention import RetentionPolicy, remove_expired
 from db.staging import read_staged
 from db.workers import beat, retire
-from pipeline.apply import apply_batch
+from pipeline.apply import BatchItems, HeldRowsChanged, apply_batch, apply_batches
 from rules.retry import RetryPolicy
 from settings import Settings
 
@@ -96,12 +106,14 @@ def tenant_locks_for(engine: sa.Engine) -> TenantLocks:
 
 
 # The drivers' own classes too: the bulk paths talk to them directly (COPY, Arrow views), unwrapped by SQLAlchemy.
-_TRANSIENT = (sa.exc.OperationalError, sa.exc.TimeoutError, psycopg.OperationalError, duckdb.OperationalError)
+_TRANSIENT = (sa.exc.OperationalError, sa.exc.TimeoutError, psycopg.OperationalError, duckdb.OperationalError,
+              adbc_errors.OperationalError, HeldRowsChanged)
 
 
 def is_transient(error: BaseException) -> bool:
     """Whether trying again can succeed: OperationalError covers a lost connection, lock and statement
-    timeouts, serialization failures and deadlocks (psycopg) and write conflicts (DuckDB)."""
+    timeouts, serialization failures and deadlocks (psycopg, ADBC) and write conflicts (DuckDB); HeldRowsChanged
+    a concurrent write to held rows."""
     return isinstance(error, _TRANSIENT) or (isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated)
 
 
@@ -111,6 +123,12 @@ def _cause(error: BaseException) -> str:
 
 
 RETENTION_LOCK = "pia:retention"  # one worker at a time purges; the others skip that round
+# Waiting batches applied together hold at most this many items between them (20 recommended batches): large
+# enough that per-batch costs vanish, small enough to keep a transaction and its memory modest.
+COALESCE_ITEMS = 100_000
+COALESCE_BATCHES = 100  # and at most this many batches
+# Tables `db.bulk.ingested` left behind (a failed or killed apply) are dropped once this old.
+_STALE_INGESTED_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -129,9 +147,10 @@ class Pipeline:
                  retry: RetryPolicy | None = None, lock_timeout_seconds: float | None = None,
                  retention: RetentionPolicy | None = None, retention_interval_seconds: float = 3600.0,
                  clock: Callable[[], datetime] = utc_now,
-                 on_attempt: Callable[[Attempt], None] | None = None) -> None:
+                 on_attempt: Callable[[Attempt], None] | None = None, coalesce_items: int = COALESCE_ITEMS) -> None:
         self.engine, self.staging_dir, self.locks, self.clock = engine, staging_dir, locks, clock
         self.on_attempt = on_attempt
+        self.coalesce_items = coalesce_items  # 0: every batch alone
         self.retry, self.lock_timeout_seconds = retry or RetryPolicy(), lock_timeout_seconds
         self.retention, self.retention_interval_seconds = retention, retention_interval_seconds
         self.worker_id = new_id()
@@ -170,17 +189,76 @@ class Pipeline:
             if not held:
                 return None
             handled = 0
-            while (head := next_in_line(self.engine, tenant_id)) is not None:
-                if head.retry_at is not None and head.retry_at > self.clock():
+            while line := in_line(self.engine, tenant_id, limit=COALESCE_BATCHES):
+                if line[0].retry_at is not None and line[0].retry_at > self.clock():
                     break
-                progress = self._process_named(tenant_id, head.batch_id)
-                handled += 1
+                group = self._coalescible(line)
+                progresses = (self._process_group(tenant_id, [row.batch_id for row in group]) if len(group) > 1
+                              else [self._process_named(tenant_id, line[0].batch_id)])
+                handled += len(progresses)
                 if on_batch:
-                    on_batch(tenant_id, head.batch_id)
+                    for row in group[:len(progresses)]:
+                        on_batch(tenant_id, row.batch_id)
                 self._beat_if_due()
-                if progress == PROCESSING:  # waits for its retry, and the tenant's later batches with it
+                if progresses[-1] == PROCESSING:  # waits for its retry, and the tenant's later batches with it
                     break
             return handled
+
+    def _coalescible(self, line: list[sa.Row]) -> list[sa.Row]:
+        """The batches at the head of the line to apply together: consecutive ones of the first one's kind, none
+        tried before, up to coalesce_items items (the first one alone when it was tried before)."""
+        group, items = line[:1], line[0].item_count
+        for row in line[1:] if self.coalesce_items else ():
+            items += row.item_count
+            if group[0].attempts or row.attempts or row.kind != group[0].kind or items > self.coalesce_items:
+                break
+            group.append(row)
+        return group
+
+    def _process_group(self, tenant_id: str, batch_ids: list[str]) -> list[str]:
+        """One attempt at the batches together; the progress of each one processed, in order (after one left
+        PROCESSING, the rest wait)."""
+        try:
+            batches = get_batches(self.engine, tenant_id, batch_ids)
+        except Exception as error:
+            if is_transient(error):
+                raise
+            return [self._process_named(tenant_id, batch_ids[0])]  # a row that cannot be read is failed alone
+        loaded: list[tuple[sa.Row, pa.Table]] = []
+        for batch in batches:
+            try:
+                loaded.append((batch, read_staged(self.staging_dir, batch.staged_path)))
+            except (OSError, pa.ArrowException):
+                break  # that batch is failed alone when its turn comes, with what went wrong
+        if len(loaded) < 2:
+            return [self.process(batches[0])]
+        started = self.clock()
+        mark_processing(self.engine, tenant_id, [batch.batch_id for batch, _ in loaded], started)
+        try:
+            progresses = self._apply_together(tenant_id, loaded)
+        except Exception as error:
+            log.warning("batches %s/%s…: applying %d together failed (%s); applying them one by one", tenant_id,
+                        loaded[0][0].batch_id, len(loaded), _cause(error))
+            progresses = []
+            for batch, items in loaded:  # their attempt is the one just counted
+                progresses.append(self._apply(batch, items, attempt=batch.attempts + 1))
+                if progresses[-1] == PROCESSING:
+                    break
+        for (batch, _), progress in zip(loaded, progresses, strict=False):
+            self._report(batch, progress, started)
+        return progresses
+
+    def _apply_together(self, tenant_id: str, loaded: list[tuple[sa.Row, pa.Table]]) -> list[str]:
+        with self.engine.begin() as conn:
+            self._limit_lock_waits(conn)
+            outcomes = apply_batches(conn, tenant_id, loaded[0][0].kind,
+                                     [BatchItems(batch.batch_id, batch.generated_at, items) for batch, items in loaded],
+                                     self.clock())
+            now = self.clock()
+            return [finish_batch(conn, tenant_id, batch.batch_id, counts=outcome.counts,
+                                 rejected_items=outcome.rejected_items,
+                                 rejected_items_truncated=outcome.rejected_items_truncated, now=now)
+                    for (batch, _), outcome in zip(loaded, outcomes, strict=True)]
 
     def _process_named(self, tenant_id: str, batch_id: str) -> str:
         try:
@@ -197,10 +275,13 @@ class Pipeline:
         """One attempt at the batch; returns its progress after: a final state, or PROCESSING to retry later."""
         started = self.clock()
         progress = self._attempt(batch)
+        self._report(batch, progress, started)
+        return progress
+
+    def _report(self, batch: sa.Row, progress: str, started: datetime) -> None:
         if self.on_attempt is not None:
             waited = (started - batch.received_time).total_seconds() if batch.attempts == 0 else None
             self.on_attempt(Attempt(batch.kind, progress, waited, (self.clock() - started).total_seconds()))
-        return progress
 
     def _attempt(self, batch: sa.Row) -> str:
         tenant_id, batch_id = batch.tenant_id, batch.batch_id
@@ -208,8 +289,7 @@ class Pipeline:
             # Earlier attempts ended with no outcome recorded: workers killed mid-batch (by this batch, maybe).
             return self._fail(tenant_id, batch_id, f"Gave up after {batch.attempts} attempts: each was interrupted "
                               "before it finished (the worker stopped or lost its database); nothing was applied.")
-        mark_processing(self.engine, tenant_id, batch_id, self.clock())
-        attempt = batch.attempts + 1
+        mark_processing(self.engine, tenant_id, [batch_id], self.clock())
         try:
             items = read_staged(self.staging_dir, batch.staged_path)
         except FileNotFoundError:
@@ -218,6 +298,11 @@ class Pipeline:
         except (OSError, pa.ArrowException) as error:
             log.error("batch %s/%s: staged file unreadable: %s", tenant_id, batch_id, error)
             return self._fail(tenant_id, batch_id, "The staged batch file cannot be read.")
+        return self._apply(batch, items, attempt=batch.attempts + 1)
+
+    def _apply(self, batch: sa.Row, items: pa.Table, attempt: int) -> str:
+        """The batch applied alone with its status in one transaction; on failure, its retry or its end."""
+        tenant_id, batch_id = batch.tenant_id, batch.batch_id
         try:
             with self.engine.begin() as conn:
                 self._limit_lock_waits(conn)
@@ -292,7 +377,8 @@ class Pipeline:
             with self.locks.hold(RETENTION_LOCK) as held:
                 if held:
                     removed = remove_expired(self.engine, self.staging_dir, self.retention, self.clock())
-                    log.info("retention: removed %s", removed)
+                    leftovers = drop_stale_ingested(self.engine, _STALE_INGESTED_SECONDS)
+                    log.info("retention: removed %s and %d tables left by failed applies", removed, leftovers)
         except Exception:
             log.exception("retention failed; next try in %.0f s", self.retention_interval_seconds)
 

@@ -5,7 +5,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from contracts.rendering import decimal, instant
+from contracts.rendering import instant
 
 
 def batch_status(row: sa.Row) -> dict[str, Any]:
@@ -22,30 +22,4 @@ def batch_status(row: sa.Row) -> dict[str, Any]:
         "rejectedItems": orjson.loads(row.rejected_items) if row.rejected_items is not None else None,
         "rejectedItemsTruncated": row.rejected_items_truncated,
         "warnings": orjson.loads(row.warnings), "errorMessage": row.error_message,
-    }
-
-
-def held_forecast(row: sa.Row) -> dict[str, Any]:
-    return {
-        "retailStoreNumber": None if row.is_ecom else row.store_number,
-        "ecomStoreNumber": row.store_number if row.is_ecom else None,
-        "skuNumber": row.sku_number,
-        "horizonStartDate": row.horizon_start_date.isoformat(),
-        "horizonEndDate": row.horizon_end_date.isoformat(),
-        "quantities": orjson.loads(row.quantities),
-        "generatedAt": instant(row.generated_at),
-        "modifiedTime": instant(row.modified_time),
-    }
-
-
-def held_parameter(row: sa.Row) -> dict[str, Any]:
-    return {
-        "retailStoreNumber": row.store_number,
-        "skuNumber": row.sku_number,
-        "replenishmentType": row.replenishment_type,
-        "reorderPoint": decimal(row.reorder_point),
-        "maximumInventory": decimal(row.maximum_inventory),
-        "parameterSource": row.parameter_source,
-        "locked": row.locked,
-        "modifiedTime": instant(row.modified_time),
     }

@@ -10,12 +10,13 @@ import pytest
 import sqlalchemy as sa
 
 from db.backoffice import load_document
-from db.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
+from db.held import ForecastKey, ParameterKey
+from db.held_export import replenishment_parameter_arrow_page, sales_forecast_arrow_page
 from db.ids import new_id
 from db.schema import assortment_lines, assortments, retail_stores, sales_forecasts, skus, store_assortment_lines
 from db.tenants import create_tenant
 from serving.demo_data import BASE_CODE, DEMO_RESOLUTION_EXAMPLES, LOCAL_CODE, demo_document
-from serving.rendering import held_forecast, held_parameter
+from serving.held_json import page_json
 
 TODAY = date(2026, 11, 21)
 GENERATED = datetime(2026, 11, 20, 2, 0, tzinfo=UTC)
@@ -84,13 +85,13 @@ class Page:
 
 
 def forecast_page(engine: sa.Engine, tenant_id: str, **query: Any) -> Page:
-    page = sales_forecast_page(engine, tenant_id, **query)
-    return Page([held_forecast(row) for row in page.rows], page.next)
+    page = sales_forecast_arrow_page(engine, tenant_id, **query)
+    return Page(orjson.loads(page_json(page.table, None))["items"], page.next)
 
 
 def parameter_page(engine: sa.Engine, tenant_id: str, **query: Any) -> Page:
-    page = replenishment_parameter_page(engine, tenant_id, **query)
-    return Page([held_parameter(row) for row in page.rows], page.next)
+    page = replenishment_parameter_arrow_page(engine, tenant_id, **query)
+    return Page(orjson.loads(page_json(page.table, None))["items"], page.next)
 
 
 def crawl(read: Callable[[Any], Page], limit: int) -> list[list[dict[str, Any]]]:

@@ -125,7 +125,7 @@ def test_the_queues_and_their_oldest_ages_are_read_from_the_database(own_store) 
     staged = StagedBatch("0" * 64, "none.parquet", now, None, None, 1, [])
     for batch_id, received in (("waiting", now - timedelta(minutes=2)), ("applying", now - timedelta(minutes=9))):
         assert record_batch(engine, tenant_id, batch_id, "SALES_FORECAST", staged, received)
-    mark_processing(engine, tenant_id, "applying", now - timedelta(minutes=1))
+    mark_processing(engine, tenant_id, ["applying"], now - timedelta(minutes=1))
     with engine.begin() as conn:  # an order no processor has opened (none runs on this store)
         conn.execute(orders.insert().values(
             id=new_id(), tenant_id=tenant_id, ecom_store_id=new_id(), number="100001", external_order_id="e1",

@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 from db.backoffice import load_document
-from db.batches import next_in_line, oldest_unfinished, outcomes, tenants_ready
+from db.batches import in_line, oldest_unfinished, outcomes, tenants_ready
 from db.clients import DEMAND_PLANNING_PERMISSION
 from db.engine import is_duckdb
 from db.ids import new_id, utc_now
@@ -368,7 +368,7 @@ def test_idle_poll_reads_only_the_unfinished_batch_index(own_store) -> None:
     sa.event.listen(engine, "before_cursor_execute", capture)
     try:
         assert tenants_ready(engine, now) == ["ready"]
-        assert next_in_line(engine, "ready").batch_id == waiting[0]["batch_id"]
+        assert [row.batch_id for row in in_line(engine, "ready", 5)] == [row["batch_id"] for row in waiting[:2]]
         assert oldest_unfinished(engine).any_unfinished
     finally:
         sa.event.remove(engine, "before_cursor_execute", capture)

@@ -54,7 +54,7 @@ from contracts.limits import (
 from contracts.models import Items
 from contracts.stores import EcomStore, RetailStore
 from db.batches import BatchKey, batch_page, get_batch
-from db.held import ForecastKey, ParameterKey, replenishment_parameter_page, sales_forecast_page
+from db.held import ForecastKey, ParameterKey
 from db.held_export import (
     LAYOUTS,
     ArrowPage,
@@ -67,11 +67,12 @@ from db.ids import utc_now
 from db.reference import list_ecom_stores, list_retail_stores
 from ingest.accept import accept_upload, canonical_batch_id
 from ingest.body import check_media_type
+from serving.held_json import page_json
 from serving.jsonio import blocking, json_response
 from serving.openapi import also_answers
 from serving.paging import decode_cursor, encode_cursor
 from serving.protection import protect
-from serving.rendering import batch_status, held_forecast, held_parameter
+from serving.rendering import batch_status
 from serving.routes.stores import ecom_store_json, retail_store_json
 from serving.services import services
 
@@ -254,8 +255,11 @@ def _wants_arrow() -> bool:
     return request.accept_mimetypes.best_match(["application/json", ARROW_STREAM]) == ARROW_STREAM
 
 
-def _arrow_page_response(page: ArrowPage) -> Response:
+def _held_page_response(page: ArrowPage) -> Response:
+    """The page as an Arrow stream when the Accept header prefers it, else as JSON; both from the same read."""
     cursor = encode_cursor(page.next)
+    if not _wants_arrow():
+        return Response(page_json(page.table, cursor), content_type="application/json")
     return Response(b"".join(encoded(page.table.to_batches(), page.table.schema, ARROW_STREAM)),
                     content_type=ARROW_STREAM, headers={NEXT_CURSOR_HEADER: cursor} if cursor else None)
 
@@ -278,10 +282,7 @@ async def sales_forecasts(tenantId: str) -> Response:
     limit, after = _limit(), _cursor(ForecastKey.from_dict)
     query = {"retail_store_number": retail, "ecom_store_number": ecom, "after": after, "limit": limit,
              "today": utc_now().date()}
-    if _wants_arrow():
-        return _arrow_page_response(await blocking(sales_forecast_arrow_page, services().engine, tenantId, **query))
-    page = await blocking(sales_forecast_page, services().engine, tenantId, **query)
-    return _page_response([held_forecast(row) for row in page.rows], page.next)
+    return _held_page_response(await blocking(sales_forecast_arrow_page, services().engine, tenantId, **query))
 
 
 def _instant_parameter(name: str) -> datetime | None:
@@ -312,11 +313,8 @@ async def replenishment_parameters(tenantId: str) -> Response:
     limit, after, since = _limit(), _cursor(ParameterKey.from_dict), _instant_parameter("modifiedSince")
     query = {"retail_store_number": request.args.get("retailStoreNumber"), "modified_since": since,
              "after": after, "limit": limit}
-    if _wants_arrow():
-        return _arrow_page_response(await blocking(replenishment_parameter_arrow_page, services().engine, tenantId,
-                                                   **query))
-    page = await blocking(replenishment_parameter_page, services().engine, tenantId, **query)
-    return _page_response([held_parameter(row) for row in page.rows], page.next)
+    return _held_page_response(await blocking(replenishment_parameter_arrow_page, services().engine, tenantId,
+                                              **query))
 
 
 # Exports

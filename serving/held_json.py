@@ -1,0 +1,40 @@
+"""JSON pages of held demand planning data, rendered from the Arrow pages (db.held_export) column by column: the
+JSON and Arrow answers of a list are one read, and no Python object is made per row."""
+
+import orjson
+import polars as pl
+import pyarrow as pa
+
+from pipeline.apply import canonical_decimal
+
+
+def _instant(column: str) -> pl.Expr:
+    """A UTC timestamp as contracts.rendering.instant writes it: ISO 8601, "Z", microseconds only when any."""
+    value = pl.col(column)
+    return (pl.when(value.dt.microsecond() == 0).then(value.dt.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            .otherwise(value.dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")).alias(column))
+
+
+def _day(column: str) -> pl.Expr:
+    return pl.col(column).dt.strftime("%Y-%m-%d")
+
+
+def _forecast_fields() -> list[pl.Expr]:
+    return [pl.col("retailStoreNumber"), pl.col("ecomStoreNumber"), pl.col("skuNumber"), _day("horizonStartDate"),
+            _day("horizonEndDate"), pl.col("quantities").list.eval(canonical_decimal(pl.element())),
+            _instant("generatedAt"), _instant("modifiedTime")]
+
+
+def _parameter_fields() -> list[pl.Expr]:
+    return [pl.col("retailStoreNumber"), pl.col("skuNumber"), pl.col("replenishmentType"),
+            canonical_decimal(pl.col("reorderPoint")).alias("reorderPoint"),
+            canonical_decimal(pl.col("maximumInventory")).alias("maximumInventory"), pl.col("parameterSource"),
+            pl.col("locked"), _instant("modifiedTime")]
+
+
+def page_json(table: pa.Table, next_cursor: str | None) -> bytes:
+    """The page's body, `{"items": […], "nextCursor": …}`, from its Arrow table (SALES_FORECASTS or
+    REPLENISHMENT_PARAMETERS)."""
+    fields = _forecast_fields() if "quantities" in table.column_names else _parameter_fields()
+    items = pl.from_arrow(table).select(pl.struct(fields).struct.json_encode().str.join(",")).item()
+    return b'{"items":[' + (items or "").encode() + b'],"nextCursor":' + orjson.dumps(next_cursor) + b"}"
