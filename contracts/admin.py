@@ -140,6 +140,30 @@ class BackofficeDocument(RootModel[dict[str, Any]]):
         return _inlined_backoffice_schema()
 
 
+class ReleasedOrderUnits(Shape):
+    ownerType: Literal["ORDER_LINE"]
+    orderId: Id
+    orderNumber: str
+    lineItemId: Id
+    locationId: Id
+    skuId: Id
+    quantity: DecimalString = Field(description="Units of the line that wait for stock again (a backorder).")
+
+
+class ShortCartUnits(Shape):
+    ownerType: Literal["CART_LINE"]
+    parkedCartId: Id
+    cartLineId: Id
+    locationId: Id
+    skuId: Id
+    quantity: DecimalString = Field(description="Units of the cart line marked short.")
+
+
+class ReleasedReservation(RootModel[Annotated[ReleasedOrderUnits | ShortCartUnits, Field(discriminator="ownerType")]]):
+    """Reserved units that on hand set below what was reserved took back, newest reservations first; units in a
+    capture waiting for its payment report are never taken back."""
+
+
 class EntityCounts(Shape):
     created: int
     updated: int
@@ -151,10 +175,12 @@ class LoadReport(Shape):
     counts: dict[str, EntityCounts]
     deleted: dict[str, int] = Field(description="Rows removed from the lists a document names whole "
                                                 "(assortment lines, loyalty program stores).")
+    released: list[ReleasedReservation] = Field(description="What stock set below what was reserved took back.")
 
 
 class StockAdjustment(Shape):
-    """Exactly one of onHandDelta (added to on hand, may be negative) and onHand (the counted quantity)."""
+    """Exactly one of onHandDelta (added to on hand, may be negative) and onHand (the counted quantity). On hand below
+    what is reserved is accepted: the shortfall is taken back from the newest reservations at the location."""
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("onHandDelta", "onHand"))
 
@@ -188,6 +214,8 @@ class StockLevel(Shape):
     available: DecimalString = Field(description="max(onHand − reserved, 0)")
     modifiedTime: Instant | None
     changed: bool = Field(description="False when the adjustment left on hand as it was (no event written).")
+    released: list[ReleasedReservation] = Field(description="What a count below what was reserved took back (empty "
+                                                "otherwise).")
 
 
 class VisitAddress(Shape):

@@ -83,6 +83,45 @@ class Reservation(Shape):
     lineItems: list[ReservationLine]
 
 
+CART_STATES = ("ACTIVE", "COLLECTED", "CANCELLED", "EXPIRED")
+
+
+class ParkedCartLine(ReservationLine):
+    locationId: Id
+    locationNumber: str
+    locationName: str
+    reservedQuantity: DecimalString = Field(description="Units still reserved for the cart.")
+    shortQuantity: DecimalString = Field(description="Units a stock count found missing at the location, taken "
+                                         "back from the cart (the line is short).")
+    collectedQuantity: DecimalString = Field(description="Units the customer took (a COLLECTED cart).")
+
+
+class ParkedCart(Reservation):
+    """A click and collect reservation as the back office reads it. ACTIVE until the customer collects it
+    (COLLECTED: the reserved units leave each line's location), the store cancels it (CANCELLED) or it is not
+    collected within the hold time (EXPIRED); the last two release what it held."""
+
+    ecomStoreId: Id
+    customerId: Id | None
+    state: Literal["ACTIVE", "COLLECTED", "CANCELLED", "EXPIRED"]
+    endedAt: Instant | None
+    expiresAt: Instant | None = Field(description="When an ACTIVE cart expires (PIA_CLICK_AND_COLLECT_HOLD_HOURS "
+                                      "after it was made); null once it has ended.")
+    lineItems: list[ParkedCartLine]  # type: ignore[assignment]
+
+
+class CartState(Shape):
+    state: Literal["COLLECTED", "CANCELLED", "EXPIRED"]
+
+
+class CartNotActiveError(Error):
+    """CART_NOT_ACTIVE: the cart already ended another way (details.state); nothing changed. Collecting or cancelling
+    it again the way it ended answers 200 with the cart."""
+
+    error: Literal["CART_NOT_ACTIVE"]
+    details: CartState
+
+
 class Shortage(Shape):
     skuId: Id
     skuNumber: str

@@ -189,3 +189,12 @@ class CaptureAlreadyCompleted(Conflict):
 
 class RefundAlreadyCompleted(Conflict):
     code, default_message = "REFUND_ALREADY_COMPLETED", "The refund was already reported with another result."
+
+
+class CartNotActive(Conflict):
+    """A parked cart ended another way (collected, cancelled or expired); details.state says how. Nothing changed."""
+
+    code = "CART_NOT_ACTIVE"
+
+    def __init__(self, message: str, state: str) -> None:
+        super().__init__(message, {"state": state})

@@ -1,20 +1,32 @@
-"""Click and collect reservations (ECOMMERCE.md): stock set aside at a retail store of the eCom store's network.
+"""Click and collect (ECOMMERCE.md "Click and collect"): parked carts at a retail store of the eCom store's network,
+reserved, then collected by the customer, cancelled by the store, or expired when not collected in time.
 
-One transaction checks the request against the store, reserves every line and writes InventoryUpdated, or
-writes nothing. Each line is reserved whole at one location (never split): the retail store when it has the
-quantity available (on hand − reserved), else the first serving warehouse by priority that has it. Concurrent
-reservations never oversell: the stock rows are locked (PostgreSQL, in location and SKU order) or the writers take
-turns (DuckDB), as for stock adjustments (db/stock.py).
+Reserving checks the request against the store and reserves every line or nothing, in one transaction with its
+InventoryUpdated events. Each line is reserved whole at one location (rules/allocation.py): the retail store when it
+has the quantity available (on hand − reserved), else the first serving warehouse by priority that has it. Each
+line's units are a reservation row (db/reservations.py). Concurrent reservations never oversell: the stock rows are
+locked (PostgreSQL, in location and SKU order) or the writers take turns (DuckDB), as for every stock writer
+(db/stock.py).
+
+A cart ends once. Collecting consumes its lines' reservations (on hand and reserved both go down at each line's
+location), cancelling releases them, expiry releases them as EXPIRED; each writes InventoryUpdated for the SKUs it
+changed, on the locked cart, so a repeat answers the same and changes nothing, and any other end of an ended cart is
+refused (CartNotActive). A stock count may have taken some of a line's units back (SHORT): collecting takes only
+what is still reserved.
 """
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import partial
 
 import sqlalchemy as sa
 
+from db import reservations
 from db.catalogue import store_settings, visible_skus
+from db.engine import is_duckdb
 from db.ids import new_id, utc_now
 from db.outbox import sku_events
 from db.schema import (
@@ -25,9 +37,19 @@ from db.schema import (
     products,
     retail_stores,
     skus,
-    stock_levels,
+    stock_reservations,
+    warehouses,
 )
-from db.stock import for_update, write_with_retries
+from db.stock import for_update, locked_levels, write_with_retries
+from db.tenants import list_tenants
+from rules.allocation import Wanted, allocate
+
+log = logging.getLogger(__name__)
+ACTIVE, COLLECTED, CANCELLED, EXPIRED = "ACTIVE", "COLLECTED", "CANCELLED", "EXPIRED"
+# What becomes of a cart's reservations when it ends.
+_ROW_STATE = {COLLECTED: reservations.CONSUMED, CANCELLED: reservations.RELEASED, EXPIRED: reservations.EXPIRED}
+EXPIRY_BATCH = 100
+ZERO = Decimal(0)
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,25 @@ class Reservation:
     lines: list[ReservedLine]
 
 
+@dataclass(frozen=True)
+class CartLine(ReservedLine):
+    location_number: str
+    location_name: str
+    reserved: Decimal  # units still reserved (ACTIVE)
+    short: Decimal  # units a stock count found missing
+    collected: Decimal
+
+
+@dataclass(frozen=True)
+class Cart(Reservation):
+    """A parked cart as the back office reads it."""
+
+    lines: list[CartLine]  # type: ignore[assignment]
+    ecom_store_id: str
+    state: str
+    ended_time: datetime | None
+
+
 class NotInNetwork(LookupError):
     """The retail store is not a released store of the eCom store's company (or does not exist)."""
 
@@ -81,6 +122,18 @@ class Insufficient(ValueError):
     def __init__(self, shortages: list[tuple[str, str, Decimal]]) -> None:
         super().__init__(", ".join(number for _, number, _ in shortages))
         self.shortages = shortages
+
+
+class CartNotFound(LookupError):
+    pass
+
+
+class CartNotActive(ValueError):
+    """The cart ended another way (its `state`); nothing changed."""
+
+    def __init__(self, cart: Cart) -> None:
+        super().__init__(cart.state)
+        self.cart = cart
 
 
 def reserve(engine: sa.Engine, tenant_id: str, ecom_store_id: str, retail_store_id: str, reservation_name: str,
@@ -121,59 +174,185 @@ def _reserve(conn: sa.Connection, tenant_id: str, ecom_store_id: str, retail_sto
         .where(ecom_store_warehouses.c.tenant_id == tenant_id, ecom_store_warehouses.c.ecom_store_id == ecom_store_id)
         .order_by(ecom_store_warehouses.c.priority, ecom_store_warehouses.c.warehouse_id)))
     candidates = [retail_store_id, *warehouse_ids]
-    available = _locked_availability(conn, tenant_id, candidates, sku_ids)
-
-    now, parked_cart_id = utc_now(), new_id()
-    reserved: list[ReservedLine] = []
-    shortages = []
-    for line in wanted:
-        sku = known[line.sku_id]
-        location = next((loc for loc in candidates
-                         if available.get((loc, line.sku_id), Decimal(0)) >= line.quantity), None)
-        if location is None:
-            shortages.append((line.sku_id, sku.number, line.quantity))
-            continue
-        available[(location, line.sku_id)] -= line.quantity  # a later line of the same SKU sees what is left
-        reserved.append(ReservedLine(new_id(), line.sku_id, sku.number, sku.product_name, line.quantity, location,
-                                     reserved_from_warehouse=location != retail_store_id))
+    levels = locked_levels(conn, tenant_id, candidates, sku_ids)
+    allocation = allocate([Wanted(new_id(), line.sku_id, line.quantity) for line in wanted], candidates,
+                          {key: level.available for key, level in levels.items()}, whole_lines=True)
+    shortages = [(line.line.sku_id, known[line.line.sku_id].number, line.line.quantity)
+                 for line in allocation.lines if line.short]
     if shortages:
         raise Insufficient(shortages)
 
-    taken: dict[tuple[str, str], Decimal] = {}
-    for line in reserved:
-        key = (line.location_id, line.sku_id)
-        taken[key] = taken.get(key, Decimal(0)) + line.quantity
-    for (location_id, sku_id), quantity in sorted(taken.items()):
-        conn.execute(stock_levels.update().where(
-            stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id == location_id,
-            stock_levels.c.sku_id == sku_id).values(reserved=stock_levels.c.reserved + quantity, modified_time=now))
-    reservation = Reservation(parked_cart_id, new_id(), reservation_name, retail_store_id, store.name, customer_id,
-                              now, reserved)
+    now = utc_now()
+    reserved = [ReservedLine(line.line.line_id, line.line.sku_id, known[line.line.sku_id].number,
+                             known[line.line.sku_id].product_name, line.quantity, line.location_id,
+                             reserved_from_warehouse=line.location_id != retail_store_id)
+                for line in allocation.lines if line.location_id is not None]
+    reservation = Reservation(new_id(), new_id(), reservation_name, retail_store_id, store.name, customer_id, now,
+                              reserved)
     _save(conn, tenant_id, ecom_store_id, reservation)
-    sku_events(conn, tenant_id, sku_ids)
+    changed = reservations.reserve(conn, tenant_id, [
+        reservations.Reservation(reservations.CART_LINE, line.cart_line_id, line.location_id, line.sku_id,
+                                 line.quantity) for line in reserved], now)
+    sku_events(conn, tenant_id, changed)
     return reservation
-
-
-def _locked_availability(conn: sa.Connection, tenant_id: str, location_ids: list[str],
-                         sku_ids: list[str]) -> dict[tuple[str, str], Decimal]:
-    """What each (location, SKU) has available, its stock rows locked in one stable order (no deadlocks). A missing
-    row holds nothing, so reserving never creates one."""
-    query = (sa.select(stock_levels.c.location_id, stock_levels.c.sku_id, stock_levels.c.on_hand,
-                       stock_levels.c.reserved)
-             .where(stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id.in_(location_ids),
-                    stock_levels.c.sku_id.in_(sku_ids))
-             .order_by(stock_levels.c.location_id, stock_levels.c.sku_id))
-    return {(row.location_id, row.sku_id): max(row.on_hand - row.reserved, Decimal(0))
-            for row in conn.execute(for_update(conn, query))}
 
 
 def _save(conn: sa.Connection, tenant_id: str, ecom_store_id: str, reservation: Reservation) -> None:
     conn.execute(click_and_collect_reservations.insert().values(
         id=reservation.parked_cart_id, tenant_id=tenant_id, ecom_store_id=ecom_store_id, cart_id=reservation.cart_id,
         reservation_name=reservation.reservation_name, retail_store_id=reservation.retail_store_id,
-        customer_id=reservation.customer_id, created_time=reservation.created_time))
+        customer_id=reservation.customer_id, created_time=reservation.created_time, state=ACTIVE))
     conn.execute(click_and_collect_lines.insert(), [
         {"id": line.cart_line_id, "tenant_id": tenant_id, "reservation_id": reservation.parked_cart_id,
          "line_number": number, "sku_id": line.sku_id, "quantity": line.quantity, "location_id": line.location_id,
          "reserved_from_warehouse": line.reserved_from_warehouse}
         for number, line in enumerate(reservation.lines)])
+
+
+# --- a cart's life ---------------------------------------------------------------------------------------------
+
+
+def read_cart(engine: sa.Engine, tenant_id: str, parked_cart_id: str) -> Cart | None:
+    with engine.connect() as conn:
+        return _read(conn, tenant_id, parked_cart_id)
+
+
+def collect(engine: sa.Engine, tenant_id: str, parked_cart_id: str) -> Cart:
+    """The customer took the goods: what is still reserved leaves each line's location."""
+    return _end(engine, tenant_id, parked_cart_id, COLLECTED)
+
+
+def cancel(engine: sa.Engine, tenant_id: str, parked_cart_id: str) -> Cart:
+    """The store cancels the cart: its reservations are released."""
+    return _end(engine, tenant_id, parked_cart_id, CANCELLED)
+
+
+def _end(engine: sa.Engine, tenant_id: str, parked_cart_id: str, state: str) -> Cart:
+    """End an ACTIVE cart in `state`; the same end again answers the cart unchanged, another raises CartNotActive."""
+
+    def attempt() -> Cart:
+        with engine.begin() as conn:
+            header = conn.execute(for_update(conn, _header(tenant_id, parked_cart_id))).first()
+            if header is None:
+                raise CartNotFound(parked_cart_id)
+            if header.state == ACTIVE:
+                _end_locked(conn, tenant_id, parked_cart_id, state, utc_now())
+            cart = _read(conn, tenant_id, parked_cart_id)
+            assert cart is not None
+            if cart.state != state:
+                raise CartNotActive(cart)
+            return cart
+
+    return write_with_retries(engine, attempt)
+
+
+def _header(tenant_id: str, parked_cart_id: str) -> sa.Select:
+    return sa.select(click_and_collect_reservations.c.state).where(
+        click_and_collect_reservations.c.tenant_id == tenant_id, click_and_collect_reservations.c.id == parked_cart_id)
+
+
+def _end_locked(conn: sa.Connection, tenant_id: str, parked_cart_id: str, state: str, at: datetime) -> None:
+    """End the cart, whose header the caller holds: the stock rows of its lines are locked before its reservations
+    change (db/reservations.py)."""
+    lines = conn.execute(sa.select(click_and_collect_lines.c.id, click_and_collect_lines.c.location_id,
+                                   click_and_collect_lines.c.sku_id)
+                         .where(click_and_collect_lines.c.tenant_id == tenant_id,
+                                click_and_collect_lines.c.reservation_id == parked_cart_id)).all()
+    locked_levels(conn, tenant_id, (line.location_id for line in lines), (line.sku_id for line in lines))
+    ended = reservations.end(conn, tenant_id, dict.fromkeys((line.id for line in lines), None), _ROW_STATE[state],
+                             at)
+    conn.execute(click_and_collect_reservations.update().where(
+        click_and_collect_reservations.c.tenant_id == tenant_id, click_and_collect_reservations.c.id == parked_cart_id)
+        .values(state=state, ended_time=at))
+    sku_events(conn, tenant_id, {item.sku_id for item in ended})
+
+
+def _read(conn: sa.Connection, tenant_id: str, parked_cart_id: str) -> Cart | None:
+    header = conn.execute(
+        sa.select(click_and_collect_reservations, retail_stores.c.name.label("retail_store_name"))
+        .join(retail_stores, sa.and_(retail_stores.c.tenant_id == tenant_id,
+                                     retail_stores.c.id == click_and_collect_reservations.c.retail_store_id))
+        .where(click_and_collect_reservations.c.tenant_id == tenant_id,
+               click_and_collect_reservations.c.id == parked_cart_id)).first()
+    if header is None:
+        return None
+    store, warehouse = retail_stores.alias("store"), warehouses.alias("warehouse")
+    lines = conn.execute(
+        sa.select(click_and_collect_lines, skus.c.number.label("sku_number"), products.c.name.label("product_name"),
+                  sa.func.coalesce(store.c.number, warehouse.c.number).label("location_number"),
+                  sa.func.coalesce(store.c.name, warehouse.c.name).label("location_name"))
+        .join(skus, sa.and_(skus.c.tenant_id == tenant_id, skus.c.id == click_and_collect_lines.c.sku_id))
+        .outerjoin(products, sa.and_(products.c.tenant_id == tenant_id, products.c.id == skus.c.product_id))
+        .outerjoin(store, sa.and_(store.c.tenant_id == tenant_id, store.c.id == click_and_collect_lines.c.location_id))
+        .outerjoin(warehouse, sa.and_(warehouse.c.tenant_id == tenant_id,
+                                      warehouse.c.id == click_and_collect_lines.c.location_id))
+        .where(click_and_collect_lines.c.tenant_id == tenant_id,
+               click_and_collect_lines.c.reservation_id == parked_cart_id)
+        .order_by(click_and_collect_lines.c.line_number)).all()
+    units: dict[tuple[str, str], Decimal] = {  # (line, reservation state) → units
+        (row.owner_id, row.state): row.quantity for row in conn.execute(
+            sa.select(stock_reservations.c.owner_id, stock_reservations.c.state,
+                      sa.func.sum(stock_reservations.c.quantity).label("quantity"))
+            .where(stock_reservations.c.tenant_id == tenant_id,
+                   stock_reservations.c.owner_id.in_([line.id for line in lines]))
+            .group_by(stock_reservations.c.owner_id, stock_reservations.c.state))}
+    return Cart(header.id, header.cart_id, header.reservation_name, header.retail_store_id, header.retail_store_name,
+                header.customer_id, header.created_time,
+                [CartLine(line.id, line.sku_id, line.sku_number, line.product_name or "", line.quantity,
+                          line.location_id, line.reserved_from_warehouse, line.location_number, line.location_name,
+                          *(units.get((line.id, state), ZERO)
+                            for state in (reservations.ACTIVE, reservations.SHORT, reservations.CONSUMED)))
+                 for line in lines],
+                header.ecom_store_id, header.state, header.ended_time)
+
+
+# --- expiry ------------------------------------------------------------------------------------------------------
+
+
+def expire_carts(engine: sa.Engine, now: datetime, hold: timedelta) -> datetime | None:
+    """Expire every ACTIVE cart created `hold` or longer before `now`, tenant by tenant, each cart in its own
+    transaction; returns when the next ACTIVE cart falls due (None: there is none). Several processes may do this at
+    once: a cart another holds or has ended is passed by."""
+    cutoff, next_due = now - hold, None
+    for tenant in list_tenants(engine):
+        oldest = _expire_tenant(engine, tenant.id, cutoff)
+        if oldest is not None and (next_due is None or oldest + hold < next_due):
+            next_due = oldest + hold
+    return next_due
+
+
+def _expire_tenant(engine: sa.Engine, tenant_id: str, cutoff: datetime) -> datetime | None:
+    """Expire the tenant's carts made at or before `cutoff`, oldest first; returns when its oldest ACTIVE cart left
+    was made."""
+    active = sa.and_(click_and_collect_reservations.c.tenant_id == tenant_id,
+                     click_and_collect_reservations.c.state == ACTIVE)
+    while True:
+        with engine.connect() as conn:
+            due = list(conn.scalars(
+                sa.select(click_and_collect_reservations.c.id)
+                .where(active, click_and_collect_reservations.c.created_time <= cutoff)
+                .order_by(click_and_collect_reservations.c.created_time, click_and_collect_reservations.c.id)
+                .limit(EXPIRY_BATCH)))
+        expired = 0
+        for parked_cart_id in due:
+            try:
+                expired += write_with_retries(engine, partial(_expire, engine, tenant_id, parked_cart_id, cutoff))
+            except Exception:
+                log.exception("expiring cart %s of tenant %s failed; trying again next time", parked_cart_id,
+                              tenant_id)
+        if len(due) < EXPIRY_BATCH or not expired:
+            break
+    with engine.connect() as conn:
+        return conn.scalar(sa.select(sa.func.min(click_and_collect_reservations.c.created_time)).where(active))
+
+
+def _expire(engine: sa.Engine, tenant_id: str, parked_cart_id: str, cutoff: datetime) -> int:
+    with engine.begin() as conn:
+        query = _header(tenant_id, parked_cart_id).where(click_and_collect_reservations.c.state == ACTIVE,
+                                                         click_and_collect_reservations.c.created_time <= cutoff)
+        if not is_duckdb(conn.engine):
+            query = query.with_for_update(skip_locked=True)  # another process is ending it
+        if conn.execute(query).first() is None:
+            return 0
+        _end_locked(conn, tenant_id, parked_cart_id, EXPIRED, utc_now())
+        return 1

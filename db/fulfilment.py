@@ -35,18 +35,18 @@ from db.order_documents import (
     add_document,
     change_lines,
     copy_of,
+    end_reservations,
     locked_order,
-    move_stock,
     next_number,
     record_report,
     requested_units,
     reserve_more,
     settle_status,
     shares,
-    sku_quantities,
 )
 from db.orders import OPEN
 from db.outbox import order_event
+from db.reservations import CONSUMED, RELEASED
 from db.schema import orders
 from db.stock import write_with_retries
 
@@ -101,14 +101,11 @@ def _live_fulfilments(state: OrderState) -> list[Document]:
 def _fulfil(conn: sa.Connection, state: OrderState, taken: Document, capture_id: str | None, at: datetime) -> None:
     """The receipt and invoice of `taken`'s lines and amounts; the units leave the warehouse's stock.
 
-    Stock rows are locked before the document number counters, as everywhere, so that two transactions never wait
-    on each other in turn (PostgreSQL would abort one as a deadlock)."""
+    Stock rows are locked before the order lines are written and before the document number counters, as everywhere,
+    so that two transactions never wait on each other in turn (PostgreSQL would abort one as a deadlock)."""
     delivered = {line.order_line_id: line.quantity for line in taken.lines}
+    end_reservations(conn, state, delivered, CONSUMED, at)
     change_lines(conn, state, "delivered_quantity", delivered)
-    if state.order.warehouse_id is not None:
-        change_lines(conn, state, "reserved_quantity", {line_id: -quantity for line_id, quantity in delivered.items()})
-        move_stock(conn, state, {sku_id: (-quantity, -quantity)
-                                 for sku_id, quantity in sku_quantities(state, delivered).items()}, at)
     receipt = copy_of(taken, RECEIPT, at, number=next_number(conn, state.tenant_id, RECEIPT), capture_id=capture_id)
     add_document(conn, state, receipt)
     add_document(conn, state, copy_of(receipt, INVOICE, at, number=next_number(conn, state.tenant_id, INVOICE),
@@ -174,14 +171,9 @@ def cancel(engine: sa.Engine, tenant_id: str, order_key: str, requested: Sequenc
                 return state.order.id
             _refuse_unless_open(state, "cancelled line by line" if state.order.status == RECEIVED else "cancelled")
             wanted = requested_units(state, requested, state.open, "cancel", "EXCEEDS_OPEN_QUANTITY")
-            if state.order.warehouse_id is not None:
-                # Unreserved units (a backorder) go first; the rest releases its reservation.
-                released = {line_id: max(ZERO, quantity - _unreserved_open(state, line_id))
-                            for line_id, quantity in wanted.items()}
-                released = {line_id: quantity for line_id, quantity in released.items() if quantity > 0}
-                change_lines(conn, state, "reserved_quantity", {line_id: -q for line_id, q in released.items()})
-                move_stock(conn, state, {sku_id: (ZERO, -quantity)
-                                         for sku_id, quantity in sku_quantities(state, released).items()}, now)
+            # Unreserved units (a backorder) go first; the rest releases its reservation.
+            end_reservations(conn, state, {line_id: quantity - _unreserved_open(state, line_id)
+                                           for line_id, quantity in wanted.items()}, RELEASED, now)
             change_lines(conn, state, "cancelled_quantity", wanted)
             settle_status(conn, state, now)
             return state.order.id

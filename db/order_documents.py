@@ -6,7 +6,8 @@ take turns (db/stock.py), so two operations on one order never interleave and a 
 Documents are written once; only a capture's or a refund's status, reported amount and completion change later.
 
 The units of a line: `quantity` = cancelled + delivered (receipted) + in PENDING captures + open (still to pick).
-`reserved_quantity` covers the pending and (when stock allowed) the open units at the order's warehouse.
+`reserved_quantity` (the sum of the line's ACTIVE reservation rows, db/reservations.py) covers the pending and (when
+stock allowed) the open units at the order's warehouse; a stock count may take open units back (a backorder again).
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,6 +24,7 @@ from contracts.rendering import decimal
 from db.engine import is_duckdb
 from db.ids import new_id
 from db.outbox import sku_events
+from db.reservations import ORDER_LINE, Reservation, end, reserve
 from db.schema import (
     document_numbers,
     ecom_stores,
@@ -32,7 +34,7 @@ from db.schema import (
     orders,
     stock_levels,
 )
-from db.stock import for_update
+from db.stock import NOTHING, for_update, locked_levels
 
 CAPTURE, RECEIPT, INVOICE, SHIPMENT, RETURN_INVOICE, REFUND = (
     "CAPTURE", "RECEIPT", "INVOICE", "SHIPMENT", "RETURN_INVOICE", "REFUND")
@@ -273,40 +275,48 @@ def reserve_more(conn: sa.Connection, state: OrderState, per_line: Mapping[str, 
     if not per_line or warehouse_id is None:
         return
     needed = sku_quantities(state, per_line)
-    rows = conn.execute(for_update(conn, sa.select(stock_levels.c.sku_id, stock_levels.c.on_hand,
-                                                   stock_levels.c.reserved)
-                                   .where(stock_levels.c.tenant_id == state.tenant_id,
-                                          stock_levels.c.location_id == warehouse_id,
-                                          stock_levels.c.sku_id.in_(sorted(needed)))
-                                   .order_by(stock_levels.c.sku_id)))
-    available = {row.sku_id: row.on_hand - row.reserved for row in rows}
-    short = [sku_id for sku_id, quantity in needed.items() if available.get(sku_id, ZERO) < quantity]
+    levels = locked_levels(conn, state.tenant_id, [warehouse_id], needed)
+    short = [sku_id for sku_id, quantity in needed.items()
+             if levels.get((warehouse_id, sku_id), NOTHING).available < quantity]
     if short:
         numbers = {line.sku_id: line.sku_number for line in state.lines}
         raise InsufficientInventory([{"skuId": sku_id, "skuNumber": numbers[sku_id],
                                       "quantity": decimal(needed[sku_id])} for sku_id in sorted(short)])
-    move_stock(conn, state, {sku_id: (ZERO, quantity) for sku_id, quantity in needed.items()}, at)
-    change_lines(conn, state, "reserved_quantity", per_line)
+    sku_events(conn, state.tenant_id, reserve(conn, state.tenant_id, [
+        Reservation(ORDER_LINE, line_id, warehouse_id, state.line(line_id).sku_id, quantity)  # type: ignore[union-attr]
+        for line_id, quantity in per_line.items()], at))
 
 
-def move_stock(conn: sa.Connection, state: OrderState, moves: Mapping[str, tuple[Decimal, Decimal]],
-               at: datetime) -> None:
-    """Add (on hand, reserved) changes per SKU at the order's warehouse, with their InventoryUpdated; an order
-    without a warehouse (its store had none serving it) moves no stock."""
+def end_reservations(conn: sa.Connection, state: OrderState, per_line: Mapping[str, Decimal], row_state: str,
+                     at: datetime) -> None:
+    """End units of the lines' reservations at the order's warehouse: CONSUMED (delivered: they leave on hand) or
+    RELEASED (cancelled), with their InventoryUpdated. The stock rows are locked first, before any order line is
+    written, as everywhere (db/reservations.py)."""
+    per_line = {line_id: quantity for line_id, quantity in per_line.items() if quantity > 0}
+    warehouse_id = state.order.warehouse_id
+    if not per_line or warehouse_id is None:  # its store had no warehouse serving it: nothing was reserved
+        return
+    locked_levels(conn, state.tenant_id, [warehouse_id], sku_quantities(state, per_line))
+    ended = end(conn, state.tenant_id, per_line, row_state, at)
+    sku_events(conn, state.tenant_id, {item.sku_id for item in ended})
+
+
+def put_back(conn: sa.Connection, state: OrderState, per_sku: Mapping[str, Decimal], at: datetime) -> None:
+    """Returned units go back on hand at the order's warehouse, with their InventoryUpdated; an order without a
+    warehouse (its store had none serving it) moves no stock."""
     warehouse_id = state.order.warehouse_id
     if warehouse_id is None:
         return
-    for sku_id in sorted(moves):
-        on_hand, reserved = moves[sku_id]
+    for sku_id in sorted(per_sku):
         where = sa.and_(stock_levels.c.tenant_id == state.tenant_id, stock_levels.c.location_id == warehouse_id,
                         stock_levels.c.sku_id == sku_id)
         moved = conn.execute(stock_levels.update().where(where).values(
-            on_hand=stock_levels.c.on_hand + on_hand, reserved=stock_levels.c.reserved + reserved, modified_time=at))
+            on_hand=stock_levels.c.on_hand + per_sku[sku_id], modified_time=at))
         if moved.rowcount == 0:  # a return to a warehouse whose stock row was removed since
             conn.execute(stock_levels.insert().values(tenant_id=state.tenant_id, location_id=warehouse_id,
-                                                      sku_id=sku_id, on_hand=on_hand, reserved=reserved,
+                                                      sku_id=sku_id, on_hand=per_sku[sku_id], reserved=0,
                                                       modified_time=at))
-    sku_events(conn, state.tenant_id, moves)
+    sku_events(conn, state.tenant_id, per_sku)
 
 
 def settle_status(conn: sa.Connection, state: OrderState, at: datetime) -> None:

@@ -15,16 +15,16 @@ behind each other, and never wait on each other's order rows; the poll skips loc
 elsewhere do not fill its page. On DuckDB a second writer fails with a write conflict and, run again, finds the
 orders OPEN.
 
-Where the stock comes from (SPEC.md is silent): the first serving warehouse, by priority, that has every line
-available; when none has, the first by priority, which reserves what it has (reserved never exceeds on hand) and
-leaves the rest of each line a backorder (`reserved_quantity` below `quantity`). A store without a serving
-warehouse opens its orders without reserving. The orders of a batch take stock in order date order, each seeing
-what the earlier ones left.
+Where the stock comes from (SPEC.md is silent; rules/allocation.py): the first serving warehouse, by priority, that
+has every line available; when none has, the first by priority, which reserves what it has (reserved never exceeds
+on hand) and leaves the rest of each line a backorder (`reserved_quantity` below `quantity`). A store without a
+serving warehouse opens its orders without reserving. The orders of a batch take stock in order date order, each
+seeing what the earlier ones left. Each reserved line is a reservation row (db/reservations.py).
 """
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 
@@ -43,9 +43,11 @@ from db.order_failures import (
 )
 from db.orders import OPEN, RECEIVED, order_key
 from db.outbox import pair_events, sku_events
-from db.schema import ecom_store_warehouses, order_lines, orders, stock_levels
-from db.stock import write_with_retries
+from db.reservations import ORDER_LINE, Reservation, reserve
+from db.schema import ecom_store_warehouses, order_lines, orders
+from db.stock import locked_levels, write_with_retries
 from db.tenancy import across_tenants
+from rules.allocation import Wanted, allocate
 from rules.retry import RetryPolicy
 from settings import Settings
 
@@ -117,20 +119,8 @@ def _open(conn: sa.Connection, tenant_id: str, order_ids: Sequence[str]) -> int:
         warehouses_of.setdefault(row.ecom_store_id, []).append(row.warehouse_id)
     served = [order_id for order_id in order_ids if order_id in stores and warehouses_of.get(stores[order_id])]
     if served:
-        available = _available(conn, tenant_id, sorted({warehouse for order_id in served
-                                                         for warehouse in warehouses_of[stores[order_id]]}),
-                               sorted({line.sku_id for order_id in served for line in lines_of.get(order_id, [])}))
-        stock_left = dict(available)
-        reserved_lines: list[tuple[str, Decimal]] = []
-        warehouse_of: list[tuple[str, str]] = []
-        for order_id in served:  # oldest first: each order sees what the earlier ones left
-            warehouse_id = _reserve(lines_of.get(order_id, []), warehouses_of[stores[order_id]], stock_left,
-                                    reserved_lines)
-            warehouse_of.append((order_id, warehouse_id))
-        taken = [(warehouse, sku, available[warehouse, sku] - left) for (warehouse, sku), left in stock_left.items()
-                 if left != available[warehouse, sku]]
-        _write_reservations(conn, tenant_id, now, reserved_lines, taken, warehouse_of)
-        sku_events(conn, tenant_id, {sku for _, sku, _ in taken})
+        _reserve(conn, tenant_id, now, [(order_id, lines_of.get(order_id, []), warehouses_of[stores[order_id]])
+                                        for order_id in served])
     pair_events(conn, tenant_id, subjects.ORDER_CREATED, [(store, order_id) for order_id, store in stores.items()])
     forget_failures(conn, tenant_id, sorted(stores))
     return len(stores)
@@ -145,60 +135,29 @@ def _claim(conn: sa.Connection, tenant_id: str, order_ids: Sequence[str]) -> sa.
     return orders.update().where(orders.c.tenant_id == tenant_id, orders.c.status == RECEIVED, waiting)
 
 
-def _reserve(lines: list[sa.Row], warehouse_ids: list[str], stock_left: dict[tuple[str, str], Decimal],
-             reserved_lines: list[tuple[str, Decimal]]) -> str:
-    """Choose the order's warehouse and take its lines' reservations out of `stock_left`, adding (line id,
-    quantity) to `reserved_lines` for each line that reserves something; returns the warehouse."""
-    wanted: dict[str, Decimal] = {}
-    for line in lines:
-        wanted[line.sku_id] = wanted.get(line.sku_id, Decimal(0)) + line.quantity
-    warehouse_id = next((warehouse for warehouse in warehouse_ids
-                         if all(stock_left.get((warehouse, sku), 0) >= qty for sku, qty in wanted.items())),
-                        warehouse_ids[0])
-    for line in lines:  # lines of one SKU share its available stock in line order
-        key = (warehouse_id, line.sku_id)
-        reserved = min(line.quantity, stock_left.get(key, Decimal(0)))
-        if reserved > 0:
-            stock_left[key] -= reserved
-            reserved_lines.append((line.id, reserved))
-    return warehouse_id
-
-
-def _write_reservations(conn: sa.Connection, tenant_id: str, now: datetime, reserved_lines: list[tuple[str, Decimal]],
-                        taken: list[tuple[str, str, Decimal]], warehouse_of: list[tuple[str, str]]) -> None:
-    """Each kind of row in one UPDATE … FROM (VALUES …): the lines' reserved quantities, the stock reserved, the
-    orders' warehouses."""
-    if reserved_lines:
-        lines = sa.values(sa.column("id", sa.String), sa.column("reserved", order_lines.c.reserved_quantity.type),
-                          name="reserved_lines").data(reserved_lines)
-        conn.execute(order_lines.update().where(order_lines.c.tenant_id == tenant_id, order_lines.c.id == lines.c.id)
-                     .values(reserved_quantity=lines.c.reserved))
-    if taken:
-        stock = sa.values(sa.column("location_id", sa.String), sa.column("sku_id", sa.String),
-                          sa.column("taken", stock_levels.c.reserved.type), name="taken").data(taken)
-        conn.execute(stock_levels.update().where(
-            stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id == stock.c.location_id,
-            stock_levels.c.sku_id == stock.c.sku_id).values(reserved=stock_levels.c.reserved + stock.c.taken,
-                                                           modified_time=now))
-    served = sa.values(sa.column("id", sa.String), sa.column("warehouse_id", sa.String),
-                       name="served").data(warehouse_of)
-    conn.execute(orders.update().where(orders.c.tenant_id == tenant_id, orders.c.id == served.c.id)
-                 .values(warehouse_id=served.c.warehouse_id))
-
-
-def _available(conn: sa.Connection, tenant_id: str, warehouse_ids: list[str],
-               sku_ids: list[str]) -> dict[tuple[str, str], Decimal]:
-    """On hand less reserved per (warehouse, SKU); the rows stay locked until commit on PostgreSQL, taken in
-    one order so that two processors never deadlock."""
-    query = (sa.select(stock_levels.c.location_id, stock_levels.c.sku_id, stock_levels.c.on_hand,
-                       stock_levels.c.reserved)
-             .where(stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id.in_(warehouse_ids),
-                    stock_levels.c.sku_id.in_(sku_ids))
-             .order_by(stock_levels.c.location_id, stock_levels.c.sku_id))
-    if not is_duckdb(conn.engine):
-        query = query.with_for_update()
-    return {(row.location_id, row.sku_id): max(row.on_hand - row.reserved, Decimal(0))
-            for row in conn.execute(query)}
+def _reserve(conn: sa.Connection, tenant_id: str, now: datetime,
+             served: list[tuple[str, list[sa.Row], list[str]]]) -> None:
+    """Reserve the stock of each (order, its lines, its serving warehouses by priority), oldest order first, each
+    seeing what the earlier ones left (rules/allocation.py, an order's lines together), on the locked stock rows;
+    records each order's warehouse and writes InventoryUpdated per SKU reserved."""
+    levels = locked_levels(conn, tenant_id, {warehouse for _, _, warehouses in served for warehouse in warehouses},
+                           {line.sku_id for _, lines, _ in served for line in lines})
+    stock_left: Mapping[tuple[str, str], Decimal] = {key: level.available for key, level in levels.items()}
+    wanted: list[Reservation] = []
+    warehouse_of: list[tuple[str, str]] = []
+    for order_id, lines, warehouse_ids in served:
+        allocation = allocate([Wanted(line.id, line.sku_id, line.quantity) for line in lines], warehouse_ids,
+                              stock_left, whole_lines=False)
+        stock_left, warehouse_id = allocation.left, allocation.location_id
+        assert warehouse_id is not None  # a served order's store has warehouses
+        warehouse_of.append((order_id, warehouse_id))
+        wanted += [Reservation(ORDER_LINE, line.line.line_id, warehouse_id, line.line.sku_id, line.quantity)
+                   for line in allocation.lines]
+    served_by = sa.values(sa.column("id", sa.String), sa.column("warehouse_id", sa.String),
+                          name="served").data(warehouse_of)
+    conn.execute(orders.update().where(orders.c.tenant_id == tenant_id, orders.c.id == served_by.c.id)
+                 .values(warehouse_id=served_by.c.warehouse_id))
+    sku_events(conn, tenant_id, reserve(conn, tenant_id, wanted, now))
 
 
 def _open_each(engine: sa.Engine, tenant_id: str, order_ids: Sequence[str]) -> tuple[int, dict[str, str]]:

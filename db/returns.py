@@ -32,8 +32,8 @@ from db.order_documents import (
     change_lines,
     copy_of,
     locked_order,
-    move_stock,
     next_number,
+    put_back,
     record_report,
     requested_units,
     shares,
@@ -61,10 +61,9 @@ def return_units(engine: sa.Engine, tenant_id: str, order_key: str, requested: S
                               == line.delivered_quantity for line in state.lines)
             freight = _freight_charged(state) if full_return and not _freight_refunded(state) else None
             now = utc_now()
-            # Stock before the return invoice numbers (the lock order of db/fulfilment.py `_fulfil`).
+            # Stock before the order lines and the return invoice numbers (the lock order of db/fulfilment.py).
+            put_back(conn, state, sku_quantities(state, wanted), now)
             change_lines(conn, state, "returned_quantity", wanted)
-            move_stock(conn, state, {sku_id: (quantity, ZERO)
-                                     for sku_id, quantity in sku_quantities(state, wanted).items()}, now)
             for number, (invoice, part) in enumerate(parts, start=1):
                 refund_id = new_id()
                 return_invoice = Document(

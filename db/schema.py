@@ -159,7 +159,8 @@ warehouses = sa.Table(
     sa.UniqueConstraint("tenant_id", "number"),
 )
 
-# Stock per location (a warehouse or a retail store; their ids never collide) and SKU.
+# Stock per location (a warehouse or a retail store; their ids never collide) and SKU. `reserved` is the sum of the
+# location's ACTIVE stock_reservations of the SKU, kept so in the transaction that changes them (db/reservations.py).
 stock_levels = sa.Table(
     "stock_levels",
     metadata,
@@ -170,6 +171,31 @@ stock_levels = sa.Table(
     _decimal("reserved", nullable=False),
     _instant("modified_time"),
     sa.Index(None, "tenant_id", "sku_id"),
+    sa.CheckConstraint("on_hand >= 0", name="ck_stock_levels_on_hand"),
+    sa.CheckConstraint("reserved >= 0", name="ck_stock_levels_reserved"),
+)
+
+# Every reserved unit belongs to one of these rows: its owner (an order line or a click and collect cart line), where
+# and what it is, and its state: ACTIVE (counted in stock_levels.reserved), CONSUMED (the units left: delivered or
+# collected), RELEASED (cancelled, or taken back by a stock count: an order's units wait for stock again), EXPIRED (a
+# cart not collected in time) or SHORT (a cart line's units a stock count found missing). Ending part of a row splits
+# it, so each row keeps its own quantity and times. Not indexed on state: DuckDB rewrites indexed columns on update.
+stock_reservations = sa.Table(
+    "stock_reservations",
+    metadata,
+    _id(),
+    _tenant(),
+    sa.Column("owner_type", sa.String(16), nullable=False),  # ORDER_LINE, CART_LINE
+    _ref("owner_id"),  # order_lines.id or click_and_collect_lines.id
+    _ref("location_id"),
+    _ref("sku_id"),
+    _decimal("quantity", nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    _instant("created_time"),
+    _instant("ended_time", nullable=True),
+    sa.Index(None, "tenant_id", "owner_id"),
+    sa.Index(None, "tenant_id", "location_id", "sku_id"),
+    sa.CheckConstraint("quantity > 0", name="ck_stock_reservations_quantity"),
 )
 
 loyalty_programs = sa.Table(
@@ -671,7 +697,15 @@ click_and_collect_reservations = sa.Table(
     _ref("retail_store_id"),
     _ref("customer_id", nullable=True),
     _instant("created_time"),
+    # ACTIVE until collected (COLLECTED), cancelled by the store (CANCELLED) or not collected in time (EXPIRED).
+    sa.Column("state", sa.String(16), nullable=False, server_default="ACTIVE"),
+    _instant("ended_time", nullable=True),
 )
+# The expiry reads a tenant's ACTIVE carts, oldest first: on PostgreSQL a partial index holds just those (see
+# ix_batches_unfinished for why DuckDB goes without).
+sa.Index("ix_click_and_collect_reservations_active", click_and_collect_reservations.c.tenant_id,
+         click_and_collect_reservations.c.created_time,
+         postgresql_where=click_and_collect_reservations.c.state == "ACTIVE").ddl_if(dialect="postgresql")
 
 click_and_collect_lines = sa.Table(
     "click_and_collect_lines",

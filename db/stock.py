@@ -1,10 +1,15 @@
-"""Stock on hand at a location (warehouse or retail store) per SKU, adjusted by the back office.
+"""Stock at a location (warehouse or retail store) per SKU: on hand, set by the back office, and reserved, the sum of
+the service's own reservations (db/reservations.py).
 
-An adjustment reads the row, checks the new count and writes it with its InventoryUpdated events in one
-transaction. Concurrent adjustments of one row must not lose updates: PostgreSQL locks the row (`FOR UPDATE`);
-DuckDB has no row locks and fails the later of two conflicting transactions instead, so this process's
-adjustments take turns on a lock, and a conflict with another writer is tried again a few times.
-`write_with_retries` and `for_update` are that approach, for every writer of stock rows (click and collect too).
+On hand is set one way, whoever sets it: adjustments and counts (`adjust_stock`) and back-office documents
+(`set_on_hand`, from the loader) lock the stock rows, write the new counts and, where on hand falls below what is
+reserved, release the shortfall from the newest reservations there (a count is a fact: ECOMMERCE.md "Stock"), in
+the transaction that writes the InventoryUpdated events. Reserving locks the same rows (`locked_levels`), so a
+load or a count racing an order or a cart loses neither. PostgreSQL locks the rows (`FOR UPDATE`, always in
+(location, SKU) order, before order lines and reservation rows, so no two transactions deadlock); DuckDB has no
+row locks and fails the later of two conflicting transactions instead, so this process's writers take turns on a
+lock and a conflict with another writer is tried again a few times. `write_with_retries` and `for_update` are
+that approach, for every writer of stock rows.
 """
 
 import itertools
@@ -12,8 +17,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import TypeVar
@@ -24,9 +29,11 @@ import sqlalchemy as sa
 
 from contracts.formats import DECIMAL_INTEGER_DIGITS
 from contracts.rendering import decimal
+from db.bulk import insert_rows
 from db.engine import is_duckdb
 from db.ids import utc_now
 from db.outbox import sku_events
+from db.reservations import Released, release_shortfall
 from db.schema import retail_stores, skus, stock_levels, warehouses
 
 log = logging.getLogger(__name__)
@@ -48,6 +55,19 @@ class Location:
 
 
 @dataclass(frozen=True)
+class Level:
+    on_hand: Decimal
+    reserved: Decimal
+
+    @property
+    def available(self) -> Decimal:
+        return max(self.on_hand - self.reserved, Decimal(0))
+
+
+NOTHING = Level(Decimal(0), Decimal(0))  # what a location without a stock row holds
+
+
+@dataclass(frozen=True)
 class StockLevel:
     location: Location
     sku_id: str
@@ -56,10 +76,22 @@ class StockLevel:
     reserved: Decimal
     modified_time: datetime | None
     changed: bool
+    released: list[Released] = field(default_factory=list)  # what a count below reserved took back
 
     @property
     def available(self) -> Decimal:
-        return max(self.on_hand - self.reserved, Decimal(0))
+        return Level(self.on_hand, self.reserved).available
+
+
+@dataclass(frozen=True)
+class OnHandChange:
+    """One stock row whose on hand a count or a document changed; `before` is None for a row it created."""
+
+    location_id: str
+    sku_id: str
+    before: Decimal | None
+    after: Decimal
+    released: list[Released]
 
 
 class StockNotFound(LookupError):
@@ -71,7 +103,7 @@ class StockNotFound(LookupError):
 
 
 class StockRefused(ValueError):
-    """The adjustment would leave on hand negative or below what is reserved; nothing was written."""
+    """The adjustment would leave on hand negative or out of range; nothing was written."""
 
     def __init__(self, field: str, code: str, message: str) -> None:
         super().__init__(message)
@@ -81,7 +113,8 @@ class StockRefused(ValueError):
 def adjust_stock(engine: sa.Engine, tenant_id: str, location_number: str, sku_number: str, *,
                  delta: Decimal | None = None, on_hand: Decimal | None = None,
                  location_type: str | None = None, reason: str | None = None) -> StockLevel:
-    """Add `delta` to on hand, or set it to the counted `on_hand` (exactly one of them).
+    """Add `delta` to on hand, or set it to the counted `on_hand` (exactly one of them); below what is reserved, the
+    shortfall is released from the newest reservations at the location (`released` lists them).
 
     Writes InventoryUpdated for the SKU only when on hand changed. `reason` goes to the log.
     """
@@ -99,8 +132,9 @@ def adjust_stock(engine: sa.Engine, tenant_id: str, location_number: str, sku_nu
 
     level = write_with_retries(engine, attempt)
     if level.changed:
-        log.info("stock adjusted: tenant %s location %s SKU %s on hand now %s (%s)", tenant_id,
-                 location_number, sku_number, decimal(level.on_hand), reason or "no reason given")
+        log.info("stock adjusted: tenant %s location %s SKU %s on hand now %s, %s reserved units released (%s)",
+                 tenant_id, location_number, sku_number, decimal(level.on_hand),
+                 decimal(sum((item.quantity for item in level.released), Decimal(0))), reason or "no reason given")
     return level
 
 
@@ -127,37 +161,66 @@ def _described(location_type: str | None) -> str:
 
 def _adjust(conn: sa.Connection, tenant_id: str, location: Location, sku_id: str, sku_number: str,
             delta: Decimal | None, counted: Decimal | None) -> StockLevel:
-    query = sa.select(stock_levels.c.on_hand, stock_levels.c.reserved, stock_levels.c.modified_time).where(
-        stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id == location.id,
-        stock_levels.c.sku_id == sku_id)
-    current = conn.execute(for_update(conn, query)).first()
-    held, reserved = (current.on_hand, current.reserved) if current else (Decimal(0), Decimal(0))
-    new = held + delta if delta is not None else counted
-    field = "onHandDelta" if delta is not None else "onHand"
+    key = (location.id, sku_id)
+    locked = locked_levels(conn, tenant_id, [location.id], [sku_id])
+    held = locked.get(key, NOTHING)
+    new = held.on_hand + delta if delta is not None else counted
+    assert new is not None
+    field_name = "onHandDelta" if delta is not None else "onHand"
     if new < 0:
-        raise StockRefused(field, "NEGATIVE_ON_HAND", f"On hand would be {decimal(new)}; it cannot be negative.")
+        raise StockRefused(field_name, "NEGATIVE_ON_HAND", f"On hand would be {decimal(new)}; it cannot be negative.")
     if new >= MAX_ON_HAND:
-        raise StockRefused(field, "OUT_OF_RANGE", f"On hand would be {decimal(new)}; the most a location holds is "
-                           f"{decimal(MAX_ON_HAND - Decimal('0.0001'))}.")
-    if new < reserved:
-        raise StockRefused(field, "BELOW_RESERVED",
-                           f"On hand would be {decimal(new)}, below the {decimal(reserved)} reserved.")
+        raise StockRefused(field_name, "OUT_OF_RANGE", f"On hand would be {decimal(new)}; the most a location holds "
+                           f"is {decimal(MAX_ON_HAND - Decimal('0.0001'))}.")
+    changes = set_on_hand(conn, tenant_id, {key: new}, utc_now(), locked=locked) if new != held.on_hand else []
+    sku_events(conn, tenant_id, [sku_id] if changes else [])
+    level = conn.execute(sa.select(stock_levels.c.on_hand, stock_levels.c.reserved, stock_levels.c.modified_time)
+                         .where(stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id == location.id,
+                                stock_levels.c.sku_id == sku_id)).first()
+    if level is None:  # no change where nothing was ever stocked: no row is made
+        return StockLevel(location, sku_id, sku_number, Decimal(0), Decimal(0), None, changed=False)
+    return StockLevel(location, sku_id, sku_number, level.on_hand, level.reserved, level.modified_time,
+                      changed=bool(changes), released=changes[0].released if changes else [])
 
-    def level(modified: datetime | None, changed: bool) -> StockLevel:
-        return StockLevel(location, sku_id, sku_number, new, reserved, modified, changed)
 
-    if new == held:
-        return level(current.modified_time if current else None, changed=False)
-    now = utc_now()
-    if current is None:
-        conn.execute(stock_levels.insert().values(tenant_id=tenant_id, location_id=location.id, sku_id=sku_id,
-                                                  on_hand=new, reserved=0, modified_time=now))
-    else:
+def locked_levels(conn: sa.Connection, tenant_id: str, location_ids: Iterable[str],
+                  sku_ids: Iterable[str]) -> dict[tuple[str, str], Level]:
+    """The stock rows of every named location and SKU that exist, by (location, SKU), locked until the transaction
+    ends (PostgreSQL; in one stable order, so that two transactions never deadlock). A missing row holds nothing."""
+    query = (sa.select(stock_levels.c.location_id, stock_levels.c.sku_id, stock_levels.c.on_hand,
+                       stock_levels.c.reserved)
+             .where(stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id.in_(sorted(set(location_ids))),
+                    stock_levels.c.sku_id.in_(sorted(set(sku_ids))))
+             .order_by(stock_levels.c.location_id, stock_levels.c.sku_id))
+    return {(row.location_id, row.sku_id): Level(row.on_hand, row.reserved)
+            for row in conn.execute(for_update(conn, query))}
+
+
+def set_on_hand(conn: sa.Connection, tenant_id: str, counted: Mapping[tuple[str, str], Decimal], at: datetime, *,
+                locked: Mapping[tuple[str, str], Level] | None = None) -> list[OnHandChange]:
+    """Set on hand of each (location, SKU) to its counted quantity, creating missing rows (nothing reserved); where
+    it falls below what is reserved, the shortfall is released. Locks the rows unless the caller passes them
+    `locked`. Returns the rows that changed (or were created); the caller writes the events."""
+    if locked is None:
+        locked = locked_levels(conn, tenant_id, (location for location, _ in counted),
+                               (sku for _, sku in counted))
+    created = [(key, on_hand) for key, on_hand in counted.items() if key not in locked]
+    updated = [(key, on_hand) for key, on_hand in counted.items() if key in locked and locked[key].on_hand != on_hand]
+    insert_rows(conn, stock_levels, [
+        {"tenant_id": tenant_id, "location_id": location_id, "sku_id": sku_id, "on_hand": on_hand, "reserved": 0,
+         "modified_time": at} for (location_id, sku_id), on_hand in created])
+    if updated:
         conn.execute(stock_levels.update().where(
-            stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id == location.id,
-            stock_levels.c.sku_id == sku_id).values(on_hand=new, modified_time=now))
-    sku_events(conn, tenant_id, [sku_id])
-    return level(now, changed=True)
+            stock_levels.c.tenant_id == tenant_id, stock_levels.c.location_id == sa.bindparam("key_location_id"),
+            stock_levels.c.sku_id == sa.bindparam("key_sku_id")),
+            [{"key_location_id": location_id, "key_sku_id": sku_id, "on_hand": on_hand, "modified_time": at}
+             for (location_id, sku_id), on_hand in updated])
+    changes = [OnHandChange(location_id, sku_id, None, on_hand, []) for (location_id, sku_id), on_hand in created]
+    for (location_id, sku_id), on_hand in updated:
+        shortfall = locked[location_id, sku_id].reserved - on_hand
+        released = release_shortfall(conn, tenant_id, location_id, sku_id, shortfall, at) if shortfall > 0 else []
+        changes.append(OnHandChange(location_id, sku_id, locked[location_id, sku_id].on_hand, on_hand, released))
+    return changes
 
 
 def _is_conflict(error: sa.exc.DBAPIError) -> bool:

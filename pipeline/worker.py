@@ -19,6 +19,9 @@ until then while the other tenants go on; after max_attempts the batch ends FAIL
 failure ends the batch FAILED at once. Nothing of a failed attempt is applied: the batch and its status
 are written in one transaction. No error of one tenant stops the others, and a crash of the loop itself is
 logged and the loop restarted (run_supervised).
+
+The worker also runs the periodic jobs: retention (one worker at a time) and the expiry of click and collect carts
+not collected within the hold time (db/click_and_collect.py; workers may overlap, a cart ends once).
 """
 
 import logging
@@ -27,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -50,6 +53,7 @@ from db.batches import (
     tenants_ready,
 )
 from db.bulk import drop_stale_ingested
+from db.click_and_collect import expire_carts
 from db.engine import is_duckdb
 from db.ids import new_id, utc_now
 from db.retention import RetentionPolicy, remove_expired
@@ -129,6 +133,7 @@ COALESCE_ITEMS = 100_000
 COALESCE_BATCHES = 100  # and at most this many batches
 # Tables `db.bulk.ingested` left behind (a failed or killed apply) are dropped once this old.
 _STALE_INGESTED_SECONDS = 3600
+_CART_RETRY = timedelta(minutes=1)  # after a failed expiry round
 
 
 @dataclass(frozen=True)
@@ -146,16 +151,18 @@ class Pipeline:
     def __init__(self, engine: sa.Engine, staging_dir: Path, locks: TenantLocks, *,
                  retry: RetryPolicy | None = None, lock_timeout_seconds: float | None = None,
                  retention: RetentionPolicy | None = None, retention_interval_seconds: float = 3600.0,
-                 clock: Callable[[], datetime] = utc_now,
+                 cart_hold: timedelta | None = None, clock: Callable[[], datetime] = utc_now,
                  on_attempt: Callable[[Attempt], None] | None = None, coalesce_items: int = COALESCE_ITEMS) -> None:
         self.engine, self.staging_dir, self.locks, self.clock = engine, staging_dir, locks, clock
         self.on_attempt = on_attempt
         self.coalesce_items = coalesce_items  # 0: every batch alone
         self.retry, self.lock_timeout_seconds = retry or RetryPolicy(), lock_timeout_seconds
         self.retention, self.retention_interval_seconds = retention, retention_interval_seconds
+        self.cart_hold = cart_hold
         self.worker_id = new_id()
         self._beat_every: float | None = None  # set by run(): one-off processing (the CLI) has no heartbeat
         self._last_beat = self._retention_due = float("-inf")
+        self._carts_due: datetime | None = None  # when to look for carts to expire; None: at once
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: sa.Engine,
@@ -165,7 +172,8 @@ class Pipeline:
                                      settings.worker_retry_max_seconds),
                    lock_timeout_seconds=settings.worker_lock_timeout_seconds,
                    retention=RetentionPolicy.from_settings(settings),
-                   retention_interval_seconds=settings.retention_interval_seconds, on_attempt=on_attempt)
+                   retention_interval_seconds=settings.retention_interval_seconds,
+                   cart_hold=timedelta(hours=settings.click_and_collect_hold_hours), on_attempt=on_attempt)
 
     def process_pending(self, on_batch: Callable[[str, str], None] | None = None) -> int:
         """Process the unfinished batches of every tenant this worker can lock and that is not waiting for a
@@ -353,6 +361,7 @@ class Pipeline:
                     log.warning("pipeline: database unavailable (%s); retrying", _cause(error))
                     handled = 0
                 self._remove_expired_if_due()
+                self._expire_carts_if_due()
                 if not handled:
                     wake.wait(poll_seconds)
         finally:
@@ -381,6 +390,21 @@ class Pipeline:
                     log.info("retention: removed %s and %d tables left by failed applies", removed, leftovers)
         except Exception:
             log.exception("retention failed; next try in %.0f s", self.retention_interval_seconds)
+
+
+    def _expire_carts_if_due(self) -> None:
+        """Expire the carts whose hold has passed, then sleep until the oldest cart left falls due; a cart made later
+        falls due a hold from now at the earliest, so that bounds the wait."""
+        now = self.clock()
+        if self.cart_hold is None or (self._carts_due is not None and now < self._carts_due):
+            return
+        try:
+            next_due = expire_carts(self.engine, now, self.cart_hold)
+        except Exception:
+            log.exception("expiring click and collect carts failed; next try in %.0f s", _CART_RETRY.total_seconds())
+            self._carts_due = now + _CART_RETRY
+            return
+        self._carts_due = min(next_due or now + self.cart_hold, now + self.cart_hold)
 
 
 def run_supervised(pipeline: Pipeline, stop: threading.Event, wake: threading.Event, poll_seconds: float) -> None:

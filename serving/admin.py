@@ -8,6 +8,7 @@ database directly.
 
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 from urllib.parse import quote, urlencode
@@ -302,7 +303,8 @@ def stock() -> None:
 def stock_adjust_command(tenant_id: str, location_number: str, location_type: str | None, sku_number: str,
                          delta: str | None, on_hand: str | None, reason: str | None, url: str | None,
                          credentials_file: Path | None) -> None:
-    """Adjust on hand of a SKU at a location; refuses negative stock or less than is reserved."""
+    """Adjust on hand of a SKU at a location (refuses negative stock); below what is reserved, the shortfall is taken
+    back from the newest reservations there, and the answer lists them."""
     body = _body(locationNumber=location_number, locationType=location_type, skuNumber=sku_number,
                  onHandDelta=delta, onHand=on_hand, reason=reason)
     _perform(tenant_id, url, credentials_file, "POST", "/stock_adjustments", body,
@@ -536,6 +538,30 @@ def order_cancel_command(order_key: str, tenant_id: str, lines: list[dict[str, s
     body = _body(lines=lines)
     _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/cancel"), body,
              lambda engine: admin_operations.cancel_order(engine, tenant_id, order_key, body))
+
+
+@admin.group("cnc")
+def cnc() -> None:
+    """Click and collect carts (parked at a retail store's POS): show, collect or cancel one by its parkedCartId."""
+
+
+def _cart_command(action: str, operation: Callable[..., dict[str, Any]], help_text: str) -> None:
+    @cnc.command(action, help=help_text)
+    @click.argument("parked_cart_id", metavar="PARKED_CART_ID")
+    @click.option("--tenant", "tenant_id", required=True)
+    @_api_options
+    def command(parked_cart_id: str, tenant_id: str, url: str | None, credentials_file: Path | None) -> None:
+        path = f"/click_and_collect/{quote(parked_cart_id, safe='')}" + ("" if action == "show" else f"/{action}")
+        hold = timedelta(hours=Settings().click_and_collect_hold_hours)
+        _perform(tenant_id, url, credentials_file, "GET" if action == "show" else "POST", path, None,
+                 lambda engine: operation(engine, tenant_id, parked_cart_id, hold))
+
+
+_cart_command("show", admin_operations.show_cart, "Show the cart: its state and each line, where it is reserved.")
+_cart_command("collect", admin_operations.collect_cart,
+              "The customer took the goods: the reserved units leave stock (again: the same answer).")
+_cart_command("cancel", admin_operations.cancel_cart,
+              "Cancel the cart: its reservations are released (again: the same answer).")
 
 
 @admin.command("audit")

@@ -4,6 +4,8 @@ The admin API routes run these off the event loop, and `pia admin` runs the same
 when no server is named, so both print the same JSON and refuse with the same error bodies.
 """
 
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,9 +18,10 @@ from contracts.admin import (
     ReplayRequest,
     StockAdjustment,
 )
-from contracts.errors import InvalidRequest, NotFound
+from contracts.errors import CartNotActive, InvalidRequest, NotFound
 from contracts.orders import OrderLinesRequest, ReturnRequest, ShipRequest
 from contracts.rendering import decimal, instant
+from db import click_and_collect
 from db.backoffice import DocumentInvalid, load_document
 from db.batches import get_batch
 from db.destinations import (
@@ -34,12 +37,14 @@ from db.order_failures import ProcessingState, failed_orders
 from db.order_processing import retry_order
 from db.orders import read_order
 from db.reference import release_retail_store
+from db.reservations import ORDER_LINE, Released
 from db.returns import return_units
 from db.secrets import SecretBox
 from db.stock import StockLevel, StockNotFound, StockRefused, adjust_stock
 from pipeline.rerun import requeue_for_rerun
 from rules.retry import RetryPolicy
 from serving.rendering import batch_status
+from serving.routes.click_and_collect import parked_cart_json
 from serving.routes.orders import order_json
 from serving.routes.stores import retail_store_json
 from serving.validation import validated
@@ -57,7 +62,8 @@ def load(engine: sa.Engine, tenant_id: str, document: Any) -> dict[str, Any]:
                     for problem in invalid.errors]
         raise InvalidRequest(problems, f"The back-office document has {len(problems)} problem(s); nothing was "
                                        "loaded.") from None
-    return {"changed": report.changed, "counts": report.counts, "deleted": report.deleted}
+    return {"changed": report.changed, "counts": report.counts, "deleted": report.deleted,
+            "released": [released_json(item) for item in report.released]}
 
 
 def adjust(engine: sa.Engine, tenant_id: str, body: Any) -> dict[str, Any]:
@@ -78,7 +84,16 @@ def stock_level_json(level: StockLevel) -> dict[str, Any]:
             "locationName": level.location.name, "locationType": level.location.type,
             "skuId": level.sku_id, "skuNumber": level.sku_number, "onHand": decimal(level.on_hand),
             "reserved": decimal(level.reserved), "available": decimal(level.available),
-            "modifiedTime": instant(level.modified_time), "changed": level.changed}
+            "modifiedTime": instant(level.modified_time), "changed": level.changed,
+            "released": [released_json(item) for item in level.released]}
+
+
+def released_json(item: Released) -> dict[str, Any]:
+    """Units a count took back: an order line's (a backorder again) or a cart line's (short)."""
+    owner = ({"orderId": item.order_id, "orderNumber": item.order_number, "lineItemId": item.owner_id}
+             if item.owner_type == ORDER_LINE else {"parkedCartId": item.parked_cart_id, "cartLineId": item.owner_id})
+    return {"ownerType": item.owner_type, **owner, "locationId": item.location_id, "skuId": item.sku_id,
+            "quantity": decimal(item.quantity)}
 
 
 def release(engine: sa.Engine, tenant_id: str, retail_store_number: str) -> dict[str, Any]:
@@ -250,3 +265,37 @@ def order_processing_json(state: ProcessingState) -> dict[str, Any]:
             "status": state.status, "attempts": state.attempts, "lastError": state.last_error,
             "lastAttemptTime": instant(state.last_attempt_time), "nextAttemptTime": instant(state.retry_at),
             "parked": state.parked}
+
+
+# Click and collect: the back office reads a parked cart, and ends it when the customer collects it or the store
+# cancels it (db/click_and_collect.py); `hold` is the hold time that dates an ACTIVE cart's expiry.
+
+
+def show_cart(engine: sa.Engine, tenant_id: str, parked_cart_id: str, hold: timedelta) -> dict[str, Any]:
+    cart = click_and_collect.read_cart(engine, tenant_id, parked_cart_id)
+    if cart is None:
+        raise _no_cart(parked_cart_id)
+    return parked_cart_json(cart, hold)
+
+
+def collect_cart(engine: sa.Engine, tenant_id: str, parked_cart_id: str, hold: timedelta) -> dict[str, Any]:
+    return _end_cart(click_and_collect.collect, engine, tenant_id, parked_cart_id, hold)
+
+
+def cancel_cart(engine: sa.Engine, tenant_id: str, parked_cart_id: str, hold: timedelta) -> dict[str, Any]:
+    return _end_cart(click_and_collect.cancel, engine, tenant_id, parked_cart_id, hold)
+
+
+def _end_cart(end: Callable[[sa.Engine, str, str], click_and_collect.Cart], engine: sa.Engine, tenant_id: str,
+              parked_cart_id: str, hold: timedelta) -> dict[str, Any]:
+    try:
+        return parked_cart_json(end(engine, tenant_id, parked_cart_id), hold)
+    except click_and_collect.CartNotFound:
+        raise _no_cart(parked_cart_id) from None
+    except click_and_collect.CartNotActive as ended:
+        raise CartNotActive(f"Cart {parked_cart_id} is {ended.cart.state}; nothing changed.",
+                            ended.cart.state) from None
+
+
+def _no_cart(parked_cart_id: str) -> NotFound:
+    return NotFound(f"No click and collect cart {parked_cart_id} in this tenant.")

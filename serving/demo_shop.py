@@ -162,9 +162,8 @@ def _stock(rng: random.Random, shop_skus: list[_Sku]) -> list[dict[str, Any]]:
     """Both warehouses and the released stores hold stock; some SKUs are sold out, some only in a store."""
     levels = []
 
-    def level(location: str, sku: _Sku, on_hand: int, reserved: int = 0) -> None:
-        levels.append({"locationNumber": location, "skuNumber": sku.number, "onHand": str(on_hand),
-                       "reserved": str(reserved)})
+    def level(location: str, sku: _Sku, on_hand: int) -> None:
+        levels.append({"locationNumber": location, "skuNumber": sku.number, "onHand": str(on_hand)})
 
     for k, sku in enumerate(shop_skus):
         if k % 23 == 0:  # sold out everywhere
@@ -174,7 +173,7 @@ def _stock(rng: random.Random, shop_skus: list[_Sku]) -> list[dict[str, Any]]:
             level(_STOCKING_STORES[k % len(_STOCKING_STORES)], sku, 2)
             continue
         on_hand = rng.randint(0, 40)
-        level(WAREHOUSES[0][0], sku, on_hand, min(on_hand, rng.randint(0, 3)))
+        level(WAREHOUSES[0][0], sku, on_hand)
         if k % 2 == 0:
             level(WAREHOUSES[1][0], sku, rng.randint(0, 20))
         for store in _STOCKING_STORES:

@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     # Change events are kept this long after delivery (to look into a delivery); dead letters until replayed.
     delivered_event_retention_days: int = 7
     retention_interval_seconds: float = 3600.0
+    # A click and collect cart not collected within this many hours after it was made is released by the workers.
+    click_and_collect_hold_hours: float = Field(default=72.0, gt=0)
     # Worker processes that decompress, parse, check and stage uploads, off the API's event loop. 0 runs that
     # work in threads of the API process instead, where a large batch stalls the loop (a benchmark baseline).
     upload_processes: int = Field(default=2, ge=0)

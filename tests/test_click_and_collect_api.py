@@ -1,10 +1,12 @@
 """Click and collect over real HTTP on both backends: store stock first, warehouse fallback, all or nothing,
 the network and assortment rules, validation paths, InventoryUpdated in the outbox, and no overselling under
-concurrency (reserved never exceeds on hand, checked after every concurrent test)."""
+concurrency (reserved never exceeds on hand, checked after every concurrent test); then the parked cart's life
+through the admin API: read, collected, cancelled, short after a count, each end once, with its events."""
 
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -22,11 +24,13 @@ from db.schema import (
     event_outbox,
     retail_stores,
     stock_levels,
+    stock_reservations,
 )
 from serving.demo import seed_demo_tenant
 from tests.catalogue_builder import Builder
 from tests.conftest import bearer, client_of
 from tests.openapi_check import assert_response_matches
+from tests.stock_checks import assert_stock_is_true
 
 
 @dataclass
@@ -74,6 +78,25 @@ def scene(engine: sa.Engine) -> Scene:
     return scene
 
 
+class BackOffice:
+    """The admin API's click and collect routes and stock counts, with the scene's admin token."""
+
+    def __init__(self, http: httpx.Client, scene: Scene, token: str) -> None:
+        self.http, self.headers = http, bearer(token)
+        self.base = f"/admin/v1/tenants/{scene.world['id']}"
+
+    def cart(self, parked_cart_id: str, action: str = "", document: dict[str, Any] | None = None) -> httpx.Response:
+        path = f"{self.base}/click_and_collect/{parked_cart_id}" + (f"/{action}" if action else "")
+        response = self.http.post(path, headers=self.headers) if action else self.http.get(path, headers=self.headers)
+        if document is not None:
+            assert_response_matches(document, response)
+        return response
+
+    def count(self, location: str, sku_number: str, on_hand: str) -> httpx.Response:
+        return self.http.post(f"{self.base}/stock_adjustments", headers=self.headers,
+                              json={"locationNumber": location, "skuNumber": sku_number, "onHand": on_hand})
+
+
 class Shop:
     def __init__(self, http: httpx.Client, scene: Scene, token: str) -> None:
         self.http, self.scene, self.headers = http, scene, bearer(token)
@@ -97,6 +120,11 @@ def shop(http, cached_token, scene: Scene) -> Shop:
     client = client_of(scene.world, "ecom", index=0)
     assert client["resource"] == scene.ecom_store  # the demo's clients follow store numbers
     return Shop(http, scene, cached_token(scene.world, client))
+
+
+@pytest.fixture
+def back_office(http, cached_token, scene: Scene) -> BackOffice:
+    return BackOffice(http, scene, cached_token(scene.world, client_of(scene.world, "admin")))
 
 
 def _body(scene: Scene, store: str, *lines: tuple[str, Any], **more: Any) -> dict[str, Any]:
@@ -131,6 +159,7 @@ def _assert_never_oversold(engine: sa.Engine, scene: Scene) -> None:
         oversold = conn.execute(sa.select(stock_levels).where(stock_levels.c.tenant_id == scene.world["id"],
                                                               stock_levels.c.reserved > stock_levels.c.on_hand)).all()
     assert oversold == []
+    assert_stock_is_true(engine, scene.world["id"])
 
 
 # --- where a line is reserved ---------------------------------------------------------------------------
@@ -308,15 +337,21 @@ def test_a_reservation_writes_inventory_updated_per_sku(shop: Shop, scene: Scene
 
 def _race(server_url: str, shop: Shop, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
     """Send the bodies at once, each from its own connection."""
-    start = threading.Barrier(len(bodies))
-    answers: list[httpx.Response | None] = [None] * len(bodies)
+    return _at_once(server_url, [(shop.prefix + "/click_and_collect", body, shop.headers) for body in bodies])
+
+
+def _at_once(server_url: str, requests: list[tuple[str, Any, dict[str, str]]]) -> list[httpx.Response]:
+    """POST each (path, JSON body, headers) at once, each from its own connection; the answers in that order."""
+    start = threading.Barrier(len(requests))
+    answers: list[httpx.Response | None] = [None] * len(requests)
 
     def send(index: int) -> None:
+        path, body, headers = requests[index]
         with httpx.Client(base_url=server_url, timeout=120) as client:
             start.wait()
-            answers[index] = client.post(shop.prefix + "/click_and_collect", json=bodies[index], headers=shop.headers)
+            answers[index] = client.post(path, json=body, headers=headers)
 
-    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(bodies))]
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(requests))]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -328,8 +363,8 @@ def _race(server_url: str, shop: Shop, bodies: list[dict[str, Any]]) -> list[htt
 def test_fifty_concurrent_reservations_of_ten_units_reserve_exactly_ten(server, shop: Shop, scene: Scene,
                                                                          engine) -> None:
     # 12 on hand, 2 already reserved: 10 remain, at the store.
-    sku_id = scene.sku("CC-RACE")
-    scene.builder.stock(scene.locations["1001"], sku_id, "12", "2")
+    sku_id = scene.sku("CC-RACE", **{"1001": "12"})
+    assert shop.reserve(_body(scene, "1001", (sku_id, 2))).status_code == 201
     answers = _race(server.url, shop, [_body(scene, "1001", (sku_id, 1)) for _ in range(50)])
     assert Counter(answer.status_code for answer in answers) == {201: 10, 400: 40}, [a.text for a in answers]
     assert {answer.json()["error"] for answer in answers if answer.status_code == 400} == {"INSUFFICIENT_INVENTORY"}
@@ -337,7 +372,7 @@ def test_fifty_concurrent_reservations_of_ten_units_reserve_exactly_ten(server, 
     with engine.connect() as conn:
         held = conn.scalar(sa.select(sa.func.sum(click_and_collect_lines.c.quantity)).where(
             click_and_collect_lines.c.tenant_id == scene.world["id"], click_and_collect_lines.c.sku_id == sku_id))
-    assert held == Decimal(10)
+    assert held == Decimal(12)
     _assert_never_oversold(engine, scene)
 
 
@@ -352,3 +387,148 @@ def test_concurrent_reservations_of_crossing_skus_neither_deadlock_nor_oversell(
     assert _stock(engine, scene, a) == _stock(engine, scene, b) == {"1002": ("6", "6"), "W1": ("6", "6")}
     _assert_never_oversold(engine, scene)
 
+
+
+def test_fifty_reservations_racing_a_document_load_and_a_count_lose_nothing(server, shop: Shop, scene: Scene,
+                                                                            back_office: BackOffice, engine) -> None:
+    """One SKU at one store, 30 on hand: 50 carts of one unit, a back-office document setting on hand to 40 and a
+    count of 20 at once. Whatever order they take, every cart answered 201 holds its unit (reserved, or short when
+    a count took it back), nothing else holds any, and reserved is what the rows say."""
+    sku_id = scene.sku("CC-STORM", **{"1001": "30"})
+    load = (f"{back_office.base}/backoffice",
+            {"stock": [{"locationNumber": "1001", "skuNumber": "CC-STORM", "onHand": "40"}]}, back_office.headers)
+    count = (f"{back_office.base}/stock_adjustments",
+             {"locationNumber": "1001", "skuNumber": "CC-STORM", "onHand": "20"}, back_office.headers)
+    carts = [(shop.prefix + "/click_and_collect", _body(scene, "1001", (sku_id, 1)), shop.headers)
+             for _ in range(50)]
+    *answers, loaded, counted = _at_once(server.url, [*carts, load, count])
+    assert (loaded.status_code, counted.status_code) == (200, 200), (loaded.text, counted.text)
+    assert {answer.status_code for answer in answers} <= {201, 400}, [a.text for a in answers]
+    assert {answer.json()["error"] for answer in answers if answer.status_code == 400} <= {"INSUFFICIENT_INVENTORY"}
+    made = [answer.json()["parkedCartId"] for answer in answers if answer.status_code == 201]
+    assert 20 <= len(made) <= 40  # at least what the lower count leaves, at most what the larger one does
+
+    with engine.connect() as conn:
+        held = conn.execute(sa.select(click_and_collect_reservations.c.id).where(
+            click_and_collect_reservations.c.tenant_id == scene.world["id"],
+            click_and_collect_reservations.c.id.in_(made))).scalars().all()
+        units = dict(conn.execute(
+            sa.select(stock_reservations.c.state, sa.func.sum(stock_reservations.c.quantity))
+            .where(stock_reservations.c.tenant_id == scene.world["id"], stock_reservations.c.sku_id == sku_id)
+            .group_by(stock_reservations.c.state)).all())
+    assert sorted(held) == sorted(made)  # every cart answered 201 is there, and no refused one
+    assert sum(units.values()) == len(made) and set(units) <= {"ACTIVE", "SHORT"}  # one unit per cart, none lost
+    taken_back = sum(Decimal(item["quantity"]) for answer in (loaded, counted) for item in answer.json()["released"])
+    assert units.get("SHORT", 0) == taken_back
+    on_hand, reserved = _stock(engine, scene, sku_id)["1001"]
+    assert on_hand in ("20", "40") and Decimal(reserved) == units.get("ACTIVE", 0) <= Decimal(on_hand)
+    _assert_never_oversold(engine, scene)
+
+
+# --- the parked cart's life (admin API) -----------------------------------------------------------------------
+
+
+def _reserved(shop: Shop, body: dict[str, Any]) -> dict[str, Any]:
+    response = shop.reserve(body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _lines(cart: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(location number, quantity, reserved, short, collected) of each line."""
+    return [(line["locationNumber"], line["quantity"], line["reservedQuantity"], line["shortQuantity"],
+             line["collectedQuantity"]) for line in cart["lineItems"]]
+
+
+def test_the_back_office_reads_a_cart_by_its_parked_cart_id(shop: Shop, back_office: BackOffice, scene: Scene,
+                                                            document) -> None:
+    coat, hat = scene.sku("CC-LIFE-COAT", **{"1001": "4"}), scene.sku("CC-LIFE-HAT", **{"W2": "3"})
+    made = _reserved(shop, _body(scene, "1001", (coat, 2), (hat, 1)))
+    response = back_office.cart(made["parkedCartId"], document=document)
+    assert response.status_code == 200, response.text
+    cart = response.json()
+    # The reservation as it was answered, and more.
+    assert {key: cart[key] for key in made if key != "lineItems"} == {key: made[key] for key in made
+                                                                      if key != "lineItems"}
+    assert [{key: line[key] for key in made_line} for line, made_line in zip(cart["lineItems"], made["lineItems"],
+                                                                             strict=True)] == made["lineItems"]
+    assert (cart["state"], cart["endedAt"], cart["ecomStoreId"], cart["customerId"]) == (
+        "ACTIVE", None, scene.ecom_store, None)
+    assert datetime.fromisoformat(cart["expiresAt"]) - datetime.fromisoformat(cart["createdAt"]) == timedelta(hours=72)
+    assert _lines(cart) == [("1001", "2", "2", "0", "0"), ("W2", "1", "1", "0", "0")]
+    assert [(line["locationId"], line["locationName"]) for line in cart["lineItems"]] == [
+        (scene.locations["1001"], "Fjordmarked Bergen Sentrum"), (scene.locations["W2"], "Warehouse W2")]
+    for unknown in (new_id(), "not-a-cart"):
+        missing = back_office.cart(unknown, document=document)
+        assert (missing.status_code, missing.json()["error"]) == (404, "NOT_FOUND")
+
+
+def test_collecting_takes_the_goods_out_of_stock_once(shop: Shop, back_office: BackOffice, scene: Scene, engine,
+                                                      document) -> None:
+    coat, hat = scene.sku("CC-COLLECT-COAT", **{"1002": "5"}), scene.sku("CC-COLLECT-HAT", **{"W1": "4"})
+    made = _reserved(shop, _body(scene, "1002", (coat, 2), (hat, 3)))
+    assert (_stock(engine, scene, coat), _stock(engine, scene, hat)) == ({"1002": ("5", "2")}, {"W1": ("4", "3")})
+    events = (_inventory_events(engine, scene, coat), _inventory_events(engine, scene, hat))
+
+    collected = back_office.cart(made["parkedCartId"], "collect", document)
+    assert collected.status_code == 200, collected.text
+    assert collected.json()["state"] == "COLLECTED" and collected.json()["expiresAt"] is None
+    assert _lines(collected.json()) == [("1002", "2", "0", "0", "2"), ("W1", "3", "0", "0", "3")]
+    assert (_stock(engine, scene, coat), _stock(engine, scene, hat)) == ({"1002": ("3", "0")}, {"W1": ("1", "0")})
+    after = (_inventory_events(engine, scene, coat), _inventory_events(engine, scene, hat))
+    assert after == (events[0] + 1, events[1] + 1)
+
+    again = back_office.cart(made["parkedCartId"], "collect", document)
+    assert (again.status_code, again.json()) == (200, collected.json())  # the same answer, nothing changed
+    assert (_stock(engine, scene, coat), _stock(engine, scene, hat)) == ({"1002": ("3", "0")}, {"W1": ("1", "0")})
+    assert (_inventory_events(engine, scene, coat), _inventory_events(engine, scene, hat)) == after
+    refused = back_office.cart(made["parkedCartId"], "cancel", document)
+    assert refused.status_code == 409, refused.text
+    assert (refused.json()["error"], refused.json()["details"]) == ("CART_NOT_ACTIVE", {"state": "COLLECTED"})
+    assert_stock_is_true(engine, scene.world["id"])
+
+
+def test_cancelling_releases_the_cart_and_a_cancelled_cart_cannot_be_collected(
+        shop: Shop, back_office: BackOffice, scene: Scene, engine, document) -> None:
+    scarf = scene.sku("CC-CANCEL", **{"1003": "2"})
+    made = _reserved(shop, _body(scene, "1003", (scarf, 2)))
+    events = _inventory_events(engine, scene, scarf)
+    cancelled = back_office.cart(made["parkedCartId"], "cancel", document)
+    assert (cancelled.status_code, cancelled.json()["state"]) == (200, "CANCELLED"), cancelled.text
+    assert _lines(cancelled.json()) == [("1003", "2", "0", "0", "0")]
+    assert _stock(engine, scene, scarf) == {"1003": ("2", "0")}  # released: on hand stays
+    assert _inventory_events(engine, scene, scarf) == events + 1
+    assert back_office.cart(made["parkedCartId"], "cancel").json() == cancelled.json()
+    assert _inventory_events(engine, scene, scarf) == events + 1
+    refused = back_office.cart(made["parkedCartId"], "collect", document)
+    assert (refused.status_code, refused.json()["details"]) == (409, {"state": "CANCELLED"}), refused.text
+    assert _stock(engine, scene, scarf) == {"1003": ("2", "0")}
+    # What was released is for sale again.
+    assert shop.reserve(_body(scene, "1003", (scarf, 2))).status_code == 201
+
+
+def test_a_count_below_reserved_makes_the_newest_cart_lines_short(shop: Shop, back_office: BackOffice,
+                                                                   scene: Scene, engine, document) -> None:
+    """The count is a fact: accepted, not refused; the shortfall comes from the newest reservations first."""
+    boot = scene.sku("CC-SHORT-BOOT", **{"1001": "3"})
+    older = _reserved(shop, _body(scene, "1001", (boot, 2)))
+    newer = _reserved(shop, _body(scene, "1001", (boot, 1)))
+    counted = back_office.count("1001", "CC-SHORT-BOOT", "1")
+    assert counted.status_code == 200, counted.text
+    assert_response_matches(document, counted)
+    level = counted.json()
+    assert (level["onHand"], level["reserved"], level["available"], level["changed"]) == ("1", "1", "0", True)
+    cart_line = {cart["parkedCartId"]: cart["lineItems"][0]["cartLineId"] for cart in (older, newer)}
+    assert level["released"] == [
+        {"ownerType": "CART_LINE", "parkedCartId": cart_id, "cartLineId": cart_line[cart_id],
+         "locationId": scene.locations["1001"], "skuId": boot, "quantity": "1"}
+        for cart_id in (newer["parkedCartId"], older["parkedCartId"])]
+    assert _lines(back_office.cart(newer["parkedCartId"]).json()) == [("1001", "1", "0", "1", "0")]
+    assert _lines(back_office.cart(older["parkedCartId"]).json()) == [("1001", "2", "1", "1", "0")]
+    assert_stock_is_true(engine, scene.world["id"])
+
+    # The customer collects what is there; the cart whose line is all short collects nothing.
+    assert _lines(back_office.cart(older["parkedCartId"], "collect").json()) == [("1001", "2", "0", "1", "1")]
+    assert _lines(back_office.cart(newer["parkedCartId"], "collect").json()) == [("1001", "1", "0", "1", "0")]
+    assert _stock(engine, scene, boot) == {"1001": ("0", "0")}
+    assert_stock_is_true(engine, scene.world["id"])

@@ -151,15 +151,20 @@ order_lines_of = st.lists(st.one_of(plain_line(), plain_line(), three_for_two_li
                           min_size=1, max_size=20)
 
 
-def place_order(engine: sa.Engine, shop: Shop, capture: bool, lines: list[dict[str, Any]],
-                freight: D | None) -> str:
-    body = {"customerId": shop.customer_id, "externalOrderId": new_id(), "externalOrderNumber": new_id(),
+def order_request(customer_id: str, lines: list[dict[str, Any]], freight: D | None = None) -> CreateOrder:
+    body = {"customerId": customer_id, "externalOrderId": new_id(), "externalOrderNumber": new_id(),
             "deliveryAddress": {"name": "Kari", "street": "Storgata 1", "postCode": "9008", "city": "Tromsø",
                                 "countryIsoCode": "NO"},
             "lineItems": lines}
     if freight is not None:
         body["freight"] = {"freightAmount": str(freight)}
-    held = create_order(engine, shop.tenant_id, shop.store_ids[capture], CreateOrder.model_validate(body))
+    return CreateOrder.model_validate(body)
+
+
+def place_order(engine: sa.Engine, shop: Shop, capture: bool, lines: list[dict[str, Any]],
+                freight: D | None) -> str:
+    held = create_order(engine, shop.tenant_id, shop.store_ids[capture],
+                        order_request(shop.customer_id, lines, freight))
     # Each campaign code was recognised, so the lines are priced as the generator meant.
     assert [line.campaign_id is not None for line in held.lines] == ["campaignCode" in line for line in lines]
     assert process_order(engine, shop.tenant_id, held.order.id)

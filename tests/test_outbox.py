@@ -114,9 +114,11 @@ def test_a_product_s_modified_time_follows_its_images_and_prices(engine: sa.Engi
 
 def test_stock_changes_reach_only_stores_whose_assortment_holds_the_sku(engine: sa.Engine, loaded: str) -> None:
     document = catalogue_document(loaded)
-    document["stock"][0]["reserved"] = "3"  # W1, P1-S
+    document["stock"][0]["onHand"] = "9"  # W1, P1-S
     document["stock"][3]["onHand"] = "8"  # DP1: in no assortment
     assert load(engine, loaded, document) == {("E1", "InventoryUpdated", "P1-S")}
+    document["stock"][1]["reserved"] = "2"  # R1, P1-M: a document's reserved is ignored, so nothing changes
+    assert load(engine, loaded, document) == set()
     document["stock"] = [{"locationNumber": "R1", "skuNumber": "P2-S", "onHand": "1", "reserved": "0"}]  # new row
     assert load(engine, loaded, document) == {("E2", "InventoryUpdated", "P2-S")}
 
@@ -196,7 +198,7 @@ def test_schema_events_name_each_changed_list_and_reach_every_store(engine: sa.E
 
 def test_a_document_that_fails_its_checks_writes_no_event(engine: sa.Engine, loaded: str) -> None:
     document = catalogue_document(loaded)
-    document["stock"][0]["reserved"] = "11"  # more than on hand
+    document["stock"][0]["onHand"] = "-1"  # not a decimal of the document
     document["products"][0]["name"] = "Ullgenser, ny"
     with pytest.raises(DocumentInvalid):
         load_document(engine, loaded, document)

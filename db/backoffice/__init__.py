@@ -18,17 +18,24 @@ from db.backoffice.checking import schema_errors as _schema_errors  # noqa: F401
 from db.backoffice.document import DocumentError, DocumentInvalid, error_order
 from db.backoffice.sync import LoadReport
 from db.ids import utc_now
+from db.stock import write_with_retries
 
 __all__ = ["DocumentError", "DocumentInvalid", "LoadReport", "load_document"]
 
 
 def load_document(engine: sa.Engine, tenant_id: str, document: dict[str, Any]) -> LoadReport:
-    # Checked inside the transaction, so the references it relies on cannot change before the writes.
-    with engine.begin() as conn:
-        errors = sorted(set(document_errors(conn, tenant_id, document)), key=error_order)
-        if errors:
-            raise DocumentInvalid(errors)
-        before = take_view(conn, tenant_id)
-        applier = apply_document(conn, tenant_id, utc_now(), document)
-        announce(applier, before)
-        return applier.report
+    """Load the document whole or not at all; a load that loses to a concurrent writer of the same rows (DuckDB) is
+    run again, as stock writers are (db/stock.py)."""
+
+    def attempt() -> LoadReport:
+        # Checked inside the transaction, so the references it relies on cannot change before the writes.
+        with engine.begin() as conn:
+            errors = sorted(set(document_errors(conn, tenant_id, document)), key=error_order)
+            if errors:
+                raise DocumentInvalid(errors)
+            before = take_view(conn, tenant_id)
+            applier = apply_document(conn, tenant_id, utc_now(), document)
+            announce(applier, before)
+            return applier.report
+
+    return write_with_retries(engine, attempt)

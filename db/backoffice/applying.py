@@ -44,11 +44,11 @@ from db.schema import (
     reference_entries,
     retail_stores,
     skus,
-    stock_levels,
     store_assortment_lines,
     vat_rates,
     warehouses,
 )
+from db.stock import set_on_hand
 
 _DELIVERY_ADDRESS = ("name", "street", "postCode", "city", "countryIsoCode", "email", "phone")
 _INVOICE_ADDRESS = ("street", "postCode", "city", "countryIsoCode", "email")
@@ -74,6 +74,11 @@ class Applier:
             self.report.record(entity, changes, owned is not None)
         self.changes[entity] = changes
         return changes
+
+    def record(self, entity: str, changes: Changes) -> None:
+        """What an entity written another way than `sync` did."""
+        self.report.record(entity, changes)
+        self.changes[entity] = changes
 
     def ids(self, table: sa.Table, key: str = "number", *where: sa.ColumnElement[bool]) -> dict[str, str]:
         return dict(self.conn.execute(sa.select(table.c[key], table.c.id)
@@ -150,15 +155,28 @@ def apply_document(conn: sa.Connection, tenant_id: str, now: datetime, document:
                             reorderPoint=("reorder_point", _decimal),
                             maximumInventory=("maximum_inventory", _decimal), locked=("locked", _same))}
                   for line in document.get("storeAssortmentLines", [])])
-    location_ids = store_ids | applier.ids(warehouses)
-    applier.sync("stock", stock_levels, ("location_id", "sku_id"),
-                 [{"location_id": location_ids[level["locationNumber"]], "sku_id": sku_ids[level["skuNumber"]],
-                   "on_hand": _decimal(level["onHand"]), "reserved": _decimal(level["reserved"])}
-                  for level in document.get("stock", [])])
+    _stock(applier, document.get("stock", []), store_ids | applier.ids(warehouses), sku_ids)
     _campaigns(applier, document.get("campaigns", []), company_ids, sku_ids)
     _customers(applier, document.get("customers", []))
     _touch_products(applier)
     return applier
+
+
+def _stock(applier: Applier, levels: list[dict[str, Any]], location_ids: dict[str, str],
+           sku_ids: dict[str, str]) -> None:
+    """On hand only, through the locked path of stock counts (db/stock.py): `reserved` is the service's own figure,
+    so a document's `reserved` is ignored, and on hand below what is reserved releases the shortfall."""
+    counted = {(location_ids[level["locationNumber"]], sku_ids[level["skuNumber"]]): _decimal(level["onHand"])
+               for level in levels}
+    if not counted:
+        return
+    changes = set_on_hand(applier.conn, applier.tenant_id, counted, applier.now)
+    created = [{"location_id": change.location_id, "sku_id": change.sku_id, "on_hand": change.after}
+               for change in changes if change.before is None]
+    updated = [({"location_id": change.location_id, "sku_id": change.sku_id, "on_hand": change.before},
+                {"on_hand": change.after}) for change in changes if change.before is not None]
+    applier.record("stock", Changes(created, updated, unchanged=len(counted) - len(changes)))
+    applier.report.released += [item for change in changes for item in change.released]
 
 
 def _touch_products(applier: Applier) -> None:

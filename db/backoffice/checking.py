@@ -407,10 +407,6 @@ def _rule_errors(document: Any, known: dict[str, Any],
         gtin = sku.get("gtin")
         if isinstance(gtin, str) and re.fullmatch(r"[0-9]{8}|[0-9]{12,14}", gtin) and not gtin_is_valid(gtin):
             yield DocumentError(path((*parts, "gtin")), f"{gtin!r} has a wrong check digit")
-    for parts, level in entries(document, "stock"):
-        on_hand, reserved = _decimal(level.get("onHand")), _decimal(level.get("reserved"))
-        if on_hand is not None and reserved is not None and reserved > on_hand:
-            yield DocumentError(path((*parts, "reserved")), f"reserved {reserved} must not exceed onHand {on_hand}")
     yield from _campaign_errors(document, settings["campaigns"])
     yield from _attribute_errors(document, known)
     for parts, warehouse in entries(document, "warehouses"):

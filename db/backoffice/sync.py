@@ -1,13 +1,16 @@
 """The one way the loader writes a table: upsert keyed rows within the tenant, touching only rows that differ."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
 from db.backoffice.document import Row
 from db.bulk import insert_rows
 from db.ids import new_id
+from db.reservations import Released
 
 
 @dataclass(frozen=True)
@@ -15,7 +18,7 @@ class Changes:
     """What one sync did: rows created (as inserted), updated (held row, new values) and deleted (held rows)."""
 
     created: list[Row] = field(default_factory=list)
-    updated: list[tuple[sa.RowMapping, Row]] = field(default_factory=list)
+    updated: list[tuple[Mapping[str, Any], Row]] = field(default_factory=list)
     deleted: list[sa.RowMapping] = field(default_factory=list)
     unchanged: int = 0
 
@@ -26,10 +29,12 @@ class Changes:
 
 @dataclass
 class LoadReport:
-    """Per entity: rows created, updated and unchanged; deleted only for the lists a document owns whole."""
+    """Per entity: rows created, updated and unchanged; deleted only for the lists a document owns whole; the
+    reservations that stock set below what was reserved took back."""
 
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)
+    released: list[Released] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -71,7 +76,7 @@ def sync(conn: sa.Connection, tenant_id: str, now: datetime, table: sa.Table, ke
     held = {tuple(row[name] for name in key): row
             for row in conn.execute(query if within is None else query.where(within)).mappings().all()}
     created: list[Row] = []
-    updated: list[tuple[sa.RowMapping, Row]] = []
+    updated: list[tuple[Mapping[str, Any], Row]] = []
     for row in rows:
         current = held.pop(tuple(row[name] for name in key), None)
         if current is None:

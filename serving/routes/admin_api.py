@@ -3,6 +3,7 @@
 Each route parses its body and runs the shared operation (serving/admin_operations.py) off the event loop.
 """
 
+from datetime import timedelta
 from typing import Any
 
 from quart import Blueprint, Response, request
@@ -30,6 +31,7 @@ from contracts.admin import (
     StockAdjustment,
     StockLevel,
 )
+from contracts.click_and_collect import CartNotActiveError, ParkedCart
 from contracts.demand_planning_models import BatchStatus
 from contracts.models import InvalidRequestError, NotFoundError
 from contracts.orders import Order, OrderLinesRequest, ReturnRequest, ShipRequest
@@ -240,3 +242,40 @@ async def cancel_order(tenantId: str, orderIdOrNumber: str) -> Response:
     body = await _optional_json()
     return json_response(await blocking(admin_operations.cancel_order, services().engine, tenantId,
                                         orderIdOrNumber, body))
+
+
+def _hold() -> timedelta:
+    return timedelta(hours=services().settings.click_and_collect_hold_hours)
+
+
+@blueprint.get("/click_and_collect/<parkedCartId>")
+@document_response(ParkedCart, 200)
+@document_response(NotFoundError, 404)
+async def get_parked_cart(tenantId: str, parkedCartId: str) -> Response:
+    """A click and collect reservation by its parkedCartId: its state, and each line with where it is reserved and
+    how much of it is still reserved, short or collected."""
+    return json_response(await blocking(admin_operations.show_cart, services().engine, tenantId, parkedCartId,
+                                        _hold()))
+
+
+@blueprint.post("/click_and_collect/<parkedCartId>/collect")
+@document_response(ParkedCart, 200)
+@document_response(NotFoundError, 404)
+@document_response(CartNotActiveError, 409)
+async def collect_parked_cart(tenantId: str, parkedCartId: str) -> Response:
+    """The customer paid and took the goods: what is still reserved leaves each line's location (on hand and reserved
+    both go down), InventoryUpdated per SKU. Collecting again answers the same and changes nothing; a cancelled or
+    expired cart is 409 CART_NOT_ACTIVE."""
+    return json_response(await blocking(admin_operations.collect_cart, services().engine, tenantId, parkedCartId,
+                                        _hold()))
+
+
+@blueprint.post("/click_and_collect/<parkedCartId>/cancel")
+@document_response(ParkedCart, 200)
+@document_response(NotFoundError, 404)
+@document_response(CartNotActiveError, 409)
+async def cancel_parked_cart(tenantId: str, parkedCartId: str) -> Response:
+    """The store cancels the cart: its reservations are released, InventoryUpdated per SKU. Cancelling again answers
+    the same and changes nothing; a collected or expired cart is 409 CART_NOT_ACTIVE."""
+    return json_response(await blocking(admin_operations.cancel_cart, services().engine, tenantId, parkedCartId,
+                                        _hold()))

@@ -4,6 +4,7 @@ The request's rules are in `contracts/click_and_collect.py`; where the stock is 
 keeps concurrent reservations from overselling, in `db/click_and_collect.py`.
 """
 
+from datetime import timedelta
 from typing import Any
 
 from quart import Blueprint, Response
@@ -60,7 +61,22 @@ def _reservation_json(reservation: store.Reservation) -> dict[str, Any]:
         "parkedCartId": reservation.parked_cart_id, "cartId": reservation.cart_id,
         "reservationName": reservation.reservation_name, "retailStoreId": reservation.retail_store_id,
         "retailStoreName": reservation.retail_store_name, "createdAt": instant(reservation.created_time),
-        "lineItems": [{"cartLineId": line.cart_line_id, "skuId": line.sku_id, "skuNumber": line.sku_number,
-                       "productName": line.product_name, "quantity": decimal(line.quantity),
-                       "reservedFromWarehouse": line.reserved_from_warehouse} for line in reservation.lines],
+        "lineItems": [_line_json(line) for line in reservation.lines],
     }
+
+
+def _line_json(line: store.ReservedLine) -> dict[str, Any]:
+    return {"cartLineId": line.cart_line_id, "skuId": line.sku_id, "skuNumber": line.sku_number,
+            "productName": line.product_name, "quantity": decimal(line.quantity),
+            "reservedFromWarehouse": line.reserved_from_warehouse}
+
+
+def parked_cart_json(cart: store.Cart, hold: timedelta) -> dict[str, Any]:
+    """The cart as the back office reads it (contracts.click_and_collect.ParkedCart); `hold` dates its expiry."""
+    return {**_reservation_json(cart), "ecomStoreId": cart.ecom_store_id, "customerId": cart.customer_id,
+            "state": cart.state, "endedAt": instant(cart.ended_time),
+            "expiresAt": instant(cart.created_time + hold) if cart.state == store.ACTIVE else None,
+            "lineItems": [{**_line_json(line), "locationId": line.location_id, "locationNumber": line.location_number,
+                           "locationName": line.location_name, "reservedQuantity": decimal(line.reserved),
+                           "shortQuantity": decimal(line.short), "collectedQuantity": decimal(line.collected)}
+                          for line in cart.lines]}
