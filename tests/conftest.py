@@ -89,21 +89,28 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
     engine.dispose()
 
 
-@pytest.fixture
-def own_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Settings, sa.Engine]]:
-    """A store of the backend's kind all of the test's own (a fresh DuckDB file or PostgreSQL database), so no
-    other worker, such as the session server's, touches what the test sets up."""
+@contextlib.contextmanager
+def store_of_its_own(backend: str, request: pytest.FixtureRequest,
+                     data_dir: Path) -> Iterator[tuple[Settings, sa.Engine]]:
+    """A store of the backend's kind all of its user's own (a fresh DuckDB file or PostgreSQL database), so no
+    other worker, such as the session server's, touches what a test sets up."""
     with contextlib.ExitStack() as stack:
         database_url = ""
         if backend == "postgresql":
             request.getfixturevalue("postgres_url")  # skips (or fails) when the server is missing
             database_url = stack.enter_context(scratch_postgres_url("pia_own"))
-        settings = Settings(data_dir=tmp_path, database_url=database_url, worker_poll_seconds=0.1,
+        settings = Settings(data_dir=data_dir, database_url=database_url, worker_poll_seconds=0.1,
                             secret_key=new_secret_key() if database_url else "")
         engine = create_engine(settings)
         upgrade(engine)
         yield settings, engine
         engine.dispose()
+
+
+@pytest.fixture
+def own_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Settings, sa.Engine]]:
+    with store_of_its_own(backend, request, tmp_path) as store:
+        yield store
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:

@@ -204,6 +204,12 @@ class Served:
     def log(self) -> str:
         return "".join(self.lines)
 
+    def requests(self) -> set[tuple[str, str]]:
+        """(method, route template) of every request line it logged. Log lines are JSON; DuckDB's bindings may
+        print leak notices of their own at exit."""
+        logged = [json.loads(line) for line in self.lines if line.startswith("{")]
+        return {(line["method"], line["route"]) for line in logged if line["event"] == "request"}
+
 
 def _outbox_subjects(engine: sa.Engine, tenant: str) -> list[str]:
     """The tenant's event subjects in the order they were written (event ids are UUIDv7)."""
@@ -269,10 +275,8 @@ def test_an_operator_changes_stock_while_pia_serve_holds_the_file(tmp_path) -> N
 
     # The server is gone: the same command works on the file directly, after the server's changes.
     assert json.loads(pia(*adjust, "--delta", "1").stdout)["onHand"] == "5"
-    # Log lines are JSON; DuckDB's bindings may print leak notices of their own at exit.
-    logged = [json.loads(line) for line in server.log.splitlines() if line.startswith("{")]
-    requests = {(line["method"], line["route"]) for line in logged if line["event"] == "request"}
-    assert ("POST", "/admin/v1/tenants/<tenantId>/stock_adjustments") in requests and secret not in server.log
+    assert ("POST", "/admin/v1/tenants/<tenantId>/stock_adjustments") in server.requests()
+    assert secret not in server.log
     engine = create_engine(Settings(data_dir=data_dir))
     subjects = _outbox_subjects(engine, tenant)[len(seeded_events):]
     engine.dispose()

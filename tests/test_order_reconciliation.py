@@ -3,6 +3,7 @@ prices, then random picks, payment reports, shipments, cancels, returns and refu
 functions, and after every step the amounts, documents, quantities and stock must still reconcile
 (ECOMMERCE.md "Orders" → "Amounts" and "Documents")."""
 
+from collections.abc import Iterator
 from dataclasses import astuple, dataclass, replace
 from decimal import Decimal as D
 from typing import Any
@@ -36,6 +37,7 @@ from db.order_processing import process_order
 from db.orders import HeldOrder, create_order, read_order
 from db.schema import ecom_stores, order_lines, orders, skus, stock_levels, warehouses
 from db.tenants import create_tenant
+from tests.conftest import store_of_its_own
 
 VAT_RATES = (D(0), D(12), D(15), D(25))
 ON_HAND = D(10_000_000)  # plenty: every order is reserved in full at processing
@@ -89,6 +91,15 @@ class Shop:
     sku_ids: dict[str, str]  # by number
     warehouse_id: str
     customer_id: str
+
+
+@pytest.fixture(scope="module")
+def engine(backend: str, request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[sa.Engine]:
+    """The module's own store: the session server's order processor would open, on the shared one, the orders these
+    tests open themselves."""
+    with store_of_its_own(backend, request, tmp_path_factory.mktemp("reconcile")) as (_, engine):
+        yield engine
 
 
 @pytest.fixture(scope="module")

@@ -146,8 +146,9 @@ class Counting:
 
 
 @pytest.mark.parametrize("kind", [SALES_FORECAST, REPLENISHMENT_PARAMETER])
-def test_batches_applied_together_equal_one_by_one(settings: Settings, engine: sa.Engine, kind: str,
+def test_batches_applied_together_equal_one_by_one(own_store: tuple[Settings, sa.Engine], kind: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, engine = own_store  # the session server's worker would take these batches on the shared store
     counting = Counting(monkeypatch)
 
     @settings_for_backends
@@ -188,10 +189,11 @@ settings_for_backends = hypothesis_settings(max_examples=30, deadline=None,
                                                         HealthCheck.too_slow])
 
 
-def test_an_expired_forecast_held_before_supersedes_only_the_first_batch(settings: Settings, engine: sa.Engine,
+def test_an_expired_forecast_held_before_supersedes_only_the_first_batch(own_store: tuple[Settings, sa.Engine],
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """One by one, the first batch purges the expired forecast after its write, so the second batch's item of an
     earlier run applies; together, the first batch goes alone for that reason."""
+    settings, engine = own_store
     counting = Counting(monkeypatch)
     ended = {"retail_store_number": "1001", "ecom_store_number": None, "sku_number": "100001",
              "horizon_start_date": TODAY - timedelta(days=1), "horizon_end_date": TODAY - timedelta(days=1),
