@@ -29,7 +29,8 @@ from db.ids import utc_now
 from db.outbox import OUTBOX_CHANNEL
 from db.schema import event_outbox
 from db.tenancy import across_tenants
-from pipeline.worker import RetryPolicy, is_transient
+from db.transient import is_transient
+from rules.retry import RetryPolicy
 from settings import Settings
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""`pia worker` and `pia pipeline …`: the pipeline from the command line.
+"""`pia pipeline …`: the pipeline from the command line (`pia worker`, the long-running process, is
+serving/worker_process.py).
 
 Exit codes: 0 done; 1 a batch ended FAILED (or, for process, still waits for a retry); 2 nothing to do as asked
 (unknown batch, not FAILED, ambiguous id, staged file gone).
@@ -6,9 +7,7 @@ Exit codes: 0 done; 1 a batch ended FAILED (or, for process, still waits for a r
 
 import importlib.util
 import logging
-import signal
 import sys
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,13 +22,10 @@ from db.engine import create_engine
 from db.held_export import LAYOUTS, Layout
 from db.ids import utc_now
 from db.migrate import upgrade
-from db.order_processing import retry_policy, run_order_processor
 from db.tenants import list_tenants
-from events.relay import run_relay
 from pipeline.export import export_held
-from pipeline.metrics import serve_worker_metrics
 from pipeline.rerun import requeue_for_rerun
-from pipeline.worker import Pipeline, run_supervised
+from pipeline.worker import Pipeline
 from settings import Settings
 
 # The audit's libraries are the pia distribution's `audit` extra.
@@ -46,36 +42,6 @@ def _pipeline() -> tuple[Settings, sa.Engine, Pipeline]:
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     transient=False)
-
-
-@click.command()
-def worker() -> None:
-    """Process batches until stopped (SIGTERM/SIGINT); run several against PostgreSQL to scale out."""
-    settings, engine, pipeline = _pipeline()
-    if settings.worker_metrics_port:
-        pipeline.on_attempt = serve_worker_metrics(settings.worker_metrics_port).observe
-    stop, wake = threading.Event(), threading.Event()
-    # Orders are processed here too (their RECEIVED → OPEN step is safe to share with the servers).
-    orders = threading.Thread(target=run_order_processor, args=(engine, retry_policy(settings), stop, threading.Event(),
-                                                                settings.worker_poll_seconds), name="order-processor")
-    orders.start()
-
-    def request_stop(*_: object) -> None:
-        stop.set()
-        wake.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    # Kafka mode: this worker also relays the outbox to Kafka (beside any other workers' relays).
-    relay = threading.Thread(target=run_relay, args=(settings, engine, stop), name="event-relay") \
-        if settings.kafka_bootstrap_servers else None
-    if relay:
-        relay.start()
-    click.echo(f"pipeline worker {pipeline.worker_id} started", err=True)
-    run_supervised(pipeline, stop, wake, settings.worker_poll_seconds)
-    orders.join()
-    if relay:
-        relay.join()
 
 
 @click.group()

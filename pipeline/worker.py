@@ -34,9 +34,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
-import adbc_driver_manager as adbc_errors
-import duckdb
-import psycopg
 import pyarrow as pa
 import sqlalchemy as sa
 
@@ -58,6 +55,7 @@ from db.engine import is_duckdb
 from db.ids import new_id, utc_now
 from db.retention import RetentionPolicy, remove_expired
 from db.staging import read_staged
+from db.transient import is_transient as is_database_transient
 from db.workers import beat, retire
 from pipeline.apply import BatchItems, HeldRowsChanged, apply_batch, apply_batches
 from rules.retry import RetryPolicy
@@ -109,16 +107,9 @@ def tenant_locks_for(engine: sa.Engine) -> TenantLocks:
     return InProcessTenantLocks() if is_duckdb(engine) else PostgresTenantLocks(engine)
 
 
-# The drivers' own classes too: the bulk paths talk to them directly (COPY, Arrow views), unwrapped by SQLAlchemy.
-_TRANSIENT = (sa.exc.OperationalError, sa.exc.TimeoutError, psycopg.OperationalError, duckdb.OperationalError,
-              adbc_errors.OperationalError, HeldRowsChanged)
-
-
 def is_transient(error: BaseException) -> bool:
-    """Whether trying again can succeed: OperationalError covers a lost connection, lock and statement
-    timeouts, serialization failures and deadlocks (psycopg, ADBC) and write conflicts (DuckDB); HeldRowsChanged
-    a concurrent write to held rows."""
-    return isinstance(error, _TRANSIENT) or (isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated)
+    """A database error worth another try (db.transient), or a concurrent write to held rows."""
+    return is_database_transient(error, HeldRowsChanged)
 
 
 def _cause(error: BaseException) -> str:

@@ -30,7 +30,7 @@ class RoomCommands(click.Group):
 
 
 @click.group(cls=RoomCommands, rooms={
-    "admin": "serving.admin:admin", "demo": "serving.demo:demo", "worker": "pipeline.cli:worker",
+    "admin": "serving.admin:admin", "demo": "serving.demo:demo", "worker": "serving.worker_process:worker",
     "pipeline": "pipeline.cli:pipeline", "upload": "pia_client.cli:upload"})
 @click.pass_context
 def main(context: click.Context) -> None:

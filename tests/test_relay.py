@@ -23,7 +23,7 @@ from db.ids import new_id
 from db.outbox import OUTBOX_CHANNEL, order_event, pair_events
 from db.schema import event_outbox
 from events.relay import new_producer, publish_pending, run_relay
-from pipeline.worker import RetryPolicy
+from rules.retry import RetryPolicy
 from serving.app import create_app
 from settings import Settings
 from tests.conftest import LiveServer, free_port, wait_for

@@ -30,7 +30,8 @@ from db.schema import batches, sales_forecasts
 from db.tenants import create_tenant
 from db.workers import beat
 from ingest.accept import accept_batch
-from pipeline.worker import Pipeline, RetryPolicy, run_supervised, tenant_locks_for
+from pipeline.worker import Pipeline, run_supervised, tenant_locks_for
+from rules.retry import RetryPolicy
 from serving.admin import issue_client
 from serving.app import create_app
 from serving.demo_data import demo_document

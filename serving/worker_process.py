@@ -1,0 +1,49 @@
+"""`pia worker`: the long-running worker process. It applies uploaded batches, opens received orders and, with
+Kafka set, relays the event outbox to Kafka; it composes the pipeline, the order processor and the relay, so it
+lives here, above all three, rather than inside one of them."""
+
+import signal
+import threading
+
+import click
+
+from db.engine import create_engine
+from db.migrate import upgrade
+from db.order_processing import retry_policy, run_order_processor
+from events.relay import run_relay
+from pipeline.metrics import serve_worker_metrics
+from pipeline.worker import Pipeline, run_supervised
+from settings import Settings
+
+
+@click.command()
+def worker() -> None:
+    """Process batches until stopped (SIGTERM/SIGINT); run several against PostgreSQL to scale out."""
+    settings = Settings()
+    engine = create_engine(settings)
+    upgrade(engine)
+    pipeline = Pipeline.from_settings(settings, engine)
+    if settings.worker_metrics_port:
+        pipeline.on_attempt = serve_worker_metrics(settings.worker_metrics_port).observe
+    stop, wake = threading.Event(), threading.Event()
+    # Orders are processed here too (their RECEIVED → OPEN step is safe to share with the servers).
+    orders = threading.Thread(target=run_order_processor, args=(engine, retry_policy(settings), stop, threading.Event(),
+                                                                settings.worker_poll_seconds), name="order-processor")
+    orders.start()
+
+    def request_stop(*_: object) -> None:
+        stop.set()
+        wake.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    # Kafka mode: this worker also relays the outbox to Kafka (beside any other workers' relays).
+    relay = threading.Thread(target=run_relay, args=(settings, engine, stop), name="event-relay") \
+        if settings.kafka_bootstrap_servers else None
+    if relay:
+        relay.start()
+    click.echo(f"pipeline worker {pipeline.worker_id} started", err=True)
+    run_supervised(pipeline, stop, wake, settings.worker_poll_seconds)
+    orders.join()
+    if relay:
+        relay.join()
