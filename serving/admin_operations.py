@@ -43,10 +43,10 @@ from db.secrets import SecretBox
 from db.stock import StockLevel, StockNotFound, StockRefused, adjust_stock
 from pipeline.rerun import requeue_for_rerun
 from rules.retry import RetryPolicy
-from serving.rendering import batch_status
-from serving.routes.click_and_collect import parked_cart_json
-from serving.routes.orders import order_json
-from serving.routes.stores import retail_store_json
+from serving.rendering.batches import batch_status
+from serving.rendering.click_and_collect import parked_cart_json
+from serving.rendering.orders import order_json
+from serving.rendering.stores import retail_store_json
 from serving.validation import validated
 from settings import Settings
 

@@ -16,7 +16,7 @@ from db.ids import new_id
 from db.schema import assortment_lines, assortments, retail_stores, sales_forecasts, skus, store_assortment_lines
 from db.tenants import create_tenant
 from serving.demo_data import BASE_CODE, DEMO_RESOLUTION_EXAMPLES, LOCAL_CODE, demo_document
-from serving.held_json import page_json
+from serving.rendering.held_pages import page_json
 
 TODAY = date(2026, 11, 21)
 GENERATED = datetime(2026, 11, 20, 2, 0, tzinfo=UTC)

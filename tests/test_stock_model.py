@@ -55,7 +55,7 @@ from db.schema import (
 )
 from db.stock import StockRefused, adjust_stock
 from db.tenants import create_tenant
-from serving.catalogue import inventory
+from serving.rendering.catalogue import inventory
 from tests.stock_checks import assert_stock_is_true
 from tests.test_order_reconciliation import Lifecycle, Shop, catalogue, of_kind, order_request, plain_line, step, sum_of
 

@@ -22,7 +22,7 @@ from db.reference import list_ecom_stores
 from serving import admin_operations
 from serving.console.charts import Series, StackedBars
 from serving.health import age_seconds, probe_database, probe_pipeline
-from serving.rendering import batch_status
+from serving.rendering.batches import batch_status
 from settings import Settings
 
 RUNS_PER_PAGE = 20

@@ -11,7 +11,7 @@ from contracts.rendering import decimal, instant
 from db.campaigns import Campaign
 from db.catalogue import ProductRecord
 from db.inventory import WAREHOUSE, SkuInventory
-from serving.routes.stores import status_of
+from serving.rendering.stores import status_of
 
 # The fields a list adds to {"id","code","name"}: wire name → column.
 _LIST_FIELDS: dict[str, dict[str, str]] = {

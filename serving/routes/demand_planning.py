@@ -67,13 +67,13 @@ from db.ids import utc_now
 from db.reference import list_ecom_stores, list_retail_stores
 from ingest.accept import accept_upload, canonical_batch_id
 from ingest.body import check_media_type
-from serving.held_json import page_json
 from serving.jsonio import blocking, json_response
 from serving.openapi import also_answers
 from serving.paging import decode_cursor, encode_cursor
 from serving.protection import protect
-from serving.rendering import batch_status
-from serving.routes.stores import ecom_store_json, retail_store_json
+from serving.rendering.batches import batch_status
+from serving.rendering.held_pages import page_json
+from serving.rendering.stores import ecom_store_json, retail_store_json
 from serving.services import services
 
 blueprint = Blueprint("demand_planning", __name__, url_prefix="/v1/tenants/<tenantId>/demand_planning")

@@ -21,11 +21,11 @@ from db.inventory import sku_inventory
 from db.outbox import assortment_events
 from db.reference import company_retail_stores, reference_list
 from db.schema import skus
-from serving import catalogue as render
 from serving.jsonio import blocking, json_response
 from serving.paging import decode_cursor, encode_cursor
 from serving.protection import protect
-from serving.routes.stores import retail_store_json
+from serving.rendering import catalogue as render
+from serving.rendering.stores import retail_store_json
 from serving.services import services
 
 blueprint = Blueprint("ecom", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")

@@ -7,10 +7,10 @@ from contracts.catalogue import LoyaltyProgram, RetailStore
 from contracts.errors import NotFound
 from contracts.models import Items
 from db.reference import loyalty_program, program_retail_stores
-from serving import catalogue as render
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
-from serving.routes.stores import retail_store_json
+from serving.rendering import catalogue as render
+from serving.rendering.stores import retail_store_json
 from serving.services import services
 
 blueprint = Blueprint("loyalty_programs", __name__,
