@@ -50,20 +50,37 @@ def normalized_email(text: str) -> str | None:
         return None
 
 
+def email_problem(text: str) -> str | None:
+    """Why the text is not an e-mail address (email_validator's reason), or None. The one e-mail rule: the API's
+    models and the back-office checker both use it."""
+    try:
+        _email(text)
+    except PydanticCustomError as error:
+        return str((error.context or {}).get("reason", error.message()))
+    return None
+
+
 def email_key(normalized: str) -> str:
     """What makes two addresses one customer's: the normalized address, compared case-insensitively."""
     return normalized.lower()
 
 
-def _phone(text: str) -> str:
+def e164_phone(text: str) -> str | None:
+    """The number in E.164 form, or None when the text is not a valid phone number written with its leading `+`
+    (digits and the separators people write). The one phone rule of the API's models and the back-office checker."""
     if _PHONE_CHARACTERS.fullmatch(text):
         try:
             number = phonenumbers.parse(text, None)
         except phonenumbers.NumberParseException:
-            pass
-        else:
-            if phonenumbers.is_valid_number(number):
-                return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+            return None
+        if phonenumbers.is_valid_number(number):
+            return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+    return None
+
+
+def _phone(text: str) -> str:
+    if (number := e164_phone(text)) is not None:
+        return number
     raise PydanticCustomError("INVALID_PHONE", "Not a valid phone number in E.164 form, such as +4741234567.")
 
 

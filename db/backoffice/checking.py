@@ -11,12 +11,11 @@ from decimal import Decimal
 from typing import Any
 
 import jsonschema_rs
-import phonenumbers
 import sqlalchemy as sa
-from email_validator import EmailNotValidError, validate_email
 from jsonschema import Draft202012Validator, ValidationError
 
 from contracts import backoffice_schema
+from contracts.customers import e164_phone, email_problem
 from contracts.formats import (
     DATE,
     DATE_SHAPE,
@@ -463,24 +462,12 @@ def _attribute_errors(document: Any, known: dict[str, Any]) -> Iterator[Document
 
 # --- customers ------------------------------------------------------------------------------------------------
 
-def email_problem(email: str) -> str | None:
-    try:
-        validate_email(email, check_deliverability=False)
-    except EmailNotValidError as error:
-        return str(error)
-    return None
-
-
 def phone_problem(phone: str) -> str | None:
-    try:
-        number = phonenumbers.parse(phone)
-    except phonenumbers.NumberParseException as error:
-        return str(error)
-    if not phonenumbers.is_valid_number(number):
+    """The back office writes numbers as they are kept: the API's phone rule, in E.164 form already."""
+    number = e164_phone(phone)
+    if number is None:
         return "is not a valid phone number"
-    if phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164) != phone:
-        return "must be written in E.164 form"
-    return None
+    return None if number == phone else "must be written in E.164 form"
 
 
 def _customer_errors(conn: sa.Connection, tenant_id: str, document: Any) -> Iterator[DocumentError]:
