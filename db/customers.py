@@ -7,8 +7,6 @@ violation once the winner commits; DuckDB: a constraint error or a write-write c
 again, and the second run sees the winner, so it answers 409 or becomes an update, never a 500.
 """
 
-import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
@@ -23,12 +21,15 @@ from db.engine import is_duckdb
 from db.ids import new_id, utc_now
 from db.schema import customer_loyalty_memberships as memberships_table
 from db.schema import customers, loyalty_programs
+from rules.retry import RetryPolicy
 
 T = TypeVar("T")
 # Runs of one write before a contended one gives up; the backoff between them grows to about a second.
 WRITE_ATTEMPTS = 8
 # Failures a concurrent write causes: unique violations, and DuckDB's write-write conflicts (OperationalError).
 _CONTENDED = (sa.exc.IntegrityError, sa.exc.OperationalError)
+# Jittered, growing backoff: the winner's transaction commits meanwhile, and losers do not meet again.
+_CONTENDED_RETRY = RetryPolicy(WRITE_ATTEMPTS, base_seconds=0.008, max_seconds=0.008 * 2 ** WRITE_ATTEMPTS)
 
 
 @dataclass(frozen=True)
@@ -100,16 +101,12 @@ def push_customer(engine: sa.Engine, tenant_id: str, changes: dict[str, Any]) ->
 
 def _contended(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
     """Run `work` in a transaction, again after a concurrent write made it fail (see the module's comment)."""
-    for attempt in range(1, WRITE_ATTEMPTS + 1):
-        try:
-            with engine.begin() as conn:
-                return work(conn)
-        except _CONTENDED:
-            if attempt == WRITE_ATTEMPTS:
-                raise
-        # Jittered, growing backoff: the winner's transaction commits meanwhile, and losers do not meet again.
-        time.sleep(random.uniform(0, 0.004 * 2**attempt))
-    raise AssertionError("unreachable")
+
+    def in_transaction() -> T:
+        with engine.begin() as conn:
+            return work(conn)
+
+    return _CONTENDED_RETRY.call(in_transaction, lambda error: isinstance(error, _CONTENDED))
 
 
 def _save(conn: sa.Connection, tenant_id: str, customer_id: str, current: Customer | None,

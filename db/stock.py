@@ -12,11 +12,8 @@ lock and a conflict with another writer is tried again a few times. `write_with_
 that approach, for every writer of stock rows.
 """
 
-import itertools
 import logging
-import random
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,12 +32,14 @@ from db.ids import utc_now
 from db.outbox import sku_events
 from db.reservations import Released, release_shortfall
 from db.schema import retail_stores, skus, stock_levels, warehouses
+from rules.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ATTEMPTS = 5
 _RETRY_BASE_SECONDS = 0.02
+_WRITE_RETRY = RetryPolicy(ATTEMPTS, _RETRY_BASE_SECONDS, max_seconds=_RETRY_BASE_SECONDS * 2 ** ATTEMPTS)
 MAX_ON_HAND = Decimal(10) ** DECIMAL_INTEGER_DIGITS  # DECIMAL(18,4)
 # One per process: the embedded DuckDB file has one owning process, which then takes turns here.
 _DUCKDB_WRITES = threading.Lock()
@@ -237,13 +236,11 @@ def for_update(conn: sa.Connection, query: sa.Select) -> sa.Select:
 
 def write_with_retries(engine: sa.Engine, attempt: Callable[[], T]) -> T:
     """Run `attempt` (its own transaction), again after it lost to a concurrent writer; on DuckDB one at a time."""
-    for number in itertools.count(1):
-        try:
-            if is_duckdb(engine):
-                with _DUCKDB_WRITES:
-                    return attempt()
-            return attempt()
-        except sa.exc.DBAPIError as error:
-            if number == ATTEMPTS or not _is_conflict(error):
-                raise
-        time.sleep(random.uniform(0.5, 1.0) * _RETRY_BASE_SECONDS * 2 ** (number - 1))
+
+    def once() -> T:
+        if is_duckdb(engine):
+            with _DUCKDB_WRITES:
+                return attempt()
+        return attempt()
+
+    return _WRITE_RETRY.call(once, lambda error: isinstance(error, sa.exc.DBAPIError) and _is_conflict(error))

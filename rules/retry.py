@@ -1,8 +1,15 @@
-"""How long to wait before trying a failed piece of work again (a batch, an order, a crashed loop)."""
+"""How long to wait before trying a failed piece of work again (a batch, an order, a crashed loop), and the one
+loop that tries work again in place (tenacity's) for those that retry at once (a write that lost to another)."""
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
+
+import tenacity
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -19,3 +26,11 @@ class RetryPolicy:
         """
         step = min(self.max_seconds, self.base_seconds * 2 ** (failures - 1))
         return timedelta(seconds=step / 2 + random.uniform(0, step / 2))
+
+    def call(self, work: Callable[[], T], retry_on: Callable[[BaseException], bool]) -> T:
+        """Run `work`, and again after a failure `retry_on` accepts, up to max_attempts runs in all, waiting
+        `delay` between them; the last failure, or any other, is raised as it is."""
+        retrying = tenacity.Retrying(stop=tenacity.stop_after_attempt(self.max_attempts),
+                                     wait=lambda state: self.delay(state.attempt_number).total_seconds(),
+                                     retry=tenacity.retry_if_exception(retry_on), reraise=True)
+        return retrying(work)
