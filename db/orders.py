@@ -38,6 +38,7 @@ from db.schema import (
     skus,
 )
 from db.stock import write_with_retries
+from rules.pricing import Campaign, PricedSku, price_lines, problem
 
 RECEIVED, OPEN = "RECEIVED", "OPEN"
 FIRST_ORDER_NUMBER = 100001
@@ -48,30 +49,6 @@ class HeldOrder:
     order: sa.Row
     lines: list[sa.Row]  # by line number
     documents: list[Document] = field(default_factory=list)  # in the order they were made
-
-
-@dataclass(frozen=True)
-class _Campaign:
-    id: str
-    code: str
-    type: str  # NORMAL or THREE_FOR_TWO
-    price: Decimal
-
-
-@dataclass(frozen=True)
-class _Sku:
-    id: str
-    number: str
-    product_name: str
-    normal_price: Decimal | None  # from the store's price list, else the company's base price
-    offers: list[_Campaign]  # the released campaigns of the company covering it on the order day
-
-
-@dataclass(frozen=True)
-class _Pricing:
-    price_type: str
-    campaign_id: str | None = None
-    problem: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -106,20 +83,7 @@ def _checked(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: C
     order_date = utc_now()
     day = order_date.date()
     found = _skus(conn, tenant_id, store, request.lineItems, day)
-    problems: list[dict[str, str]] = []
-    pricings = []
-    for index, (line, sku) in enumerate(zip(request.lineItems, found, strict=True)):
-        path = f"lineItems[{index}]"
-        if line.skuId and line.skuNumber and line.skuNumber != sku.number:
-            problems.append(_problem(f"{path}.skuNumber", "SKU_MISMATCH",
-                                     f"SKU {line.skuId} has number {sku.number}, not {line.skuNumber}."))
-        if line.netUnitOrderDiscountAmount and line.netUnitOrderDiscountAmount > line.netUnitPrice:
-            problems.append(_problem(f"{path}.netUnitOrderDiscountAmount", "DISCOUNT_ABOVE_PRICE",
-                                     "The order discount cannot exceed netUnitPrice."))
-        pricing = _pricing(line, sku, path, day)
-        if pricing.problem:
-            problems.append(pricing.problem)
-        pricings.append(pricing)
+    pricings, problems = price_lines(request.lineItems, found, day)
     if problems:
         raise InvalidRequest(problems)
 
@@ -178,10 +142,6 @@ def _stored(conn: sa.Connection, new: _NewOrder) -> HeldOrder:
 
 def _json(value: object) -> str:
     return orjson.dumps(value).decode()
-
-
-def _problem(path: str, code: str, message: str) -> dict[str, str]:
-    return {"path": path, "code": code, "message": message}
 
 
 # The checks' statements are built once, with bound parameters: building and keying them per order cost about a
@@ -255,7 +215,7 @@ def _store_context(conn: sa.Connection, tenant_id: str, ecom_store_id: str, requ
 def _customer(store: sa.Row, customer_id: str | None) -> str:
     if customer_id is None:
         if store.default_customer_id is None:
-            raise InvalidRequest([_problem("customerId", "REQUIRED", "This eCom store has no default customer; "
+            raise InvalidRequest([problem("customerId", "REQUIRED", "This eCom store has no default customer; "
                                            "give customerId.")])
         return store.default_customer_id
     if store.known_customer_id is None:
@@ -264,7 +224,7 @@ def _customer(store: sa.Row, customer_id: str | None) -> str:
 
 
 def _skus(conn: sa.Connection, tenant_id: str, store: sa.Row, lines: Sequence[LineItemRequest],
-          day: date) -> list[_Sku]:
+          day: date) -> list[PricedSku]:
     """Each line's SKU, as the eCom store sees it, with its price and campaigns on `day` (one statement);
     SkuNotFound naming every one outside the assortment."""
     rows = conn.execute(_SKU_LOOKUP, {
@@ -273,11 +233,11 @@ def _skus(conn: sa.Connection, tenant_id: str, store: sa.Row, lines: Sequence[Li
         "local_assortment_id": store.local_assortment_id,
         "ids": sorted({line.skuId for line in lines if line.skuId}),
         "numbers": sorted({line.skuNumber for line in lines if line.skuNumber and not line.skuId})})
-    by_id: dict[str, _Sku] = {}
+    by_id: dict[str, PricedSku] = {}
     for row in rows:  # a row per campaign covering the SKU, or one without
-        sku = by_id.setdefault(row.id, _Sku(row.id, row.number, row.name, row.price, []))
+        sku = by_id.setdefault(row.id, PricedSku(row.id, row.number, row.name, row.price, []))
         if row.campaign_id is not None:
-            sku.offers.append(_Campaign(row.campaign_id, row.code, row.campaign_type, row.campaign_price))
+            sku.offers.append(Campaign(row.campaign_id, row.code, row.campaign_type, row.campaign_price))
     by_number = {sku.number: sku for sku in by_id.values()}
     found, missing = [], []
     for line in lines:
@@ -288,37 +248,6 @@ def _skus(conn: sa.Connection, tenant_id: str, store: sa.Row, lines: Sequence[Li
     if missing:
         raise SkuNotFound(f"Not in the eCom store's assortment: SKU {', '.join(dict.fromkeys(missing))}.")
     return found
-
-
-def _pricing(line: LineItemRequest, sku: _Sku, path: str, day: date) -> _Pricing:
-    """SPEC.md rules 4–8 for one line."""
-    offers = sku.offers
-    if line.campaignCode is not None:
-        campaign = next((offer for offer in offers if offer.code == line.campaignCode), None)
-        if campaign is None:
-            return _Pricing("CAMPAIGN", problem=_problem(
-                f"{path}.campaignCode", "CAMPAIGN_NOT_APPLICABLE",
-                f"No released campaign {line.campaignCode} covers SKU {sku.number} on {day.isoformat()}."))
-        if campaign.type == "NORMAL" and line.netUnitPrice != campaign.price:
-            return _Pricing("CAMPAIGN", problem=_problem(
-                f"{path}.netUnitPrice", "CAMPAIGN_PRICE_MISMATCH",
-                f"netUnitPrice must be the campaign price {campaign.price.normalize():f}; put further "
-                "reductions in netUnitOrderDiscountAmount."))
-        if campaign.type == "THREE_FOR_TWO" and sku.normal_price is not None and line.netUnitPrice > sku.normal_price:
-            return _Pricing("CAMPAIGN", problem=_problem(
-                f"{path}.netUnitPrice", "ABOVE_NORMAL_PRICE",
-                f"netUnitPrice exceeds the SKU's normal price {sku.normal_price.normalize():f}."))
-        return _Pricing("CAMPAIGN", campaign.id)
-    # Only NORMAL campaigns can be recognised by price: a THREE_FOR_TWO campaign's price is the normal price.
-    normal = [offer for offer in offers if offer.type == "NORMAL"]
-    matches = [offer for offer in normal if offer.price == line.netUnitPrice]
-    if len(matches) == 1:
-        return _Pricing("CAMPAIGN", matches[0].id)
-    discount = line.netUnitOrderDiscountAmount
-    if (discount and not matches and sku.normal_price is not None and line.netUnitPrice == sku.normal_price
-            and sum(offer.price == line.netUnitPrice - discount for offer in normal) == 1):
-        return _Pricing("LEGACY_DISCOUNT")
-    return _Pricing("REGULAR")
 
 
 def _next_number(conn: sa.Connection, tenant_id: str) -> str:
