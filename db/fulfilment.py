@@ -6,7 +6,7 @@ receipt with its invoice, the units leave the warehouse and the order hears Orde
 gives its units back to picking (they stay reserved) and its shipment is refused. Shipping a receipt makes a
 shipment (OrderShipped). Cancelling takes open units off the order and releases their reservation.
 
-Amounts: each capture or receipt takes its lines pro rata after the earlier live ones (contracts/amounts.py), so
+Amounts: each capture or receipt takes its lines pro rata after the earlier live ones (rules/amounts.py), so
 once every unit is delivered the receipts add up exactly to the order's amounts; the order's freight travels
 with its first live capture or receipt.
 """

@@ -18,7 +18,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from contracts.amounts import Amounts, document_share
 from contracts.errors import InsufficientInventory, InvalidRequest, NotFound, OrderNotOpen
 from contracts.rendering import decimal
 from db.engine import is_duckdb
@@ -35,6 +34,7 @@ from db.schema import (
     stock_levels,
 )
 from db.stock import NOTHING, for_update, locked_levels
+from rules.amounts import Amounts, document_share
 
 CAPTURE, RECEIPT, INVOICE, SHIPMENT, RETURN_INVOICE, REFUND = (
     "CAPTURE", "RECEIPT", "INVOICE", "SHIPMENT", "RETURN_INVOICE", "REFUND")
@@ -201,7 +201,7 @@ def requested_units(state: OrderState, requested: Sequence[Any] | None, limit: C
 def shares(state: OrderState, wanted: Mapping[str, Decimal], earlier: Sequence[Document],
            whole: Callable[[sa.Row], tuple[Decimal, Amounts] | None] = lambda line: None) -> list[DocumentLine]:
     """The document lines taking `wanted` units, each line's amounts pro rata after what `earlier` documents took
-    (contracts/amounts.py `document_share`); `whole` names what a line's documents must add up to, when not the
+    (rules/amounts.py `document_share`); `whole` names what a line's documents must add up to, when not the
     line itself."""
     result = []
     for line in state.lines:

@@ -17,7 +17,6 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from contracts.amounts import freight_amounts, line_amounts, order_amounts
 from contracts.errors import CustomerNotFound, DuplicateOrder, InvalidRequest, SkuNotFound
 from contracts.orders import CreateOrder, LineItemRequest
 from contracts.rendering import decimal
@@ -38,6 +37,7 @@ from db.schema import (
     skus,
 )
 from db.stock import write_with_retries
+from rules.amounts import freight_amounts, line_amounts, order_amounts
 from rules.pricing import Campaign, PricedSku, price_lines, problem
 
 RECEIVED, OPEN = "RECEIVED", "OPEN"

@@ -17,7 +17,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from contracts import events as subjects
-from contracts.amounts import Amounts
 from contracts.errors import RefundAlreadyCompleted
 from db.ids import new_id, utc_now
 from db.order_documents import (
@@ -43,6 +42,7 @@ from db.order_documents import (
 )
 from db.outbox import order_event
 from db.stock import write_with_retries
+from rules.amounts import Amounts
 
 
 def return_units(engine: sa.Engine, tenant_id: str, order_key: str, requested: Sequence[Any] | None,

@@ -1,11 +1,11 @@
-"""The rounding rules of contracts/amounts.py: pure, no database."""
+"""The rounding rules of rules/amounts.py: pure, no database."""
 
 from decimal import Decimal as D
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts.amounts import (
+from rules.amounts import (
     NOTHING,
     ZERO,
     Amounts,

@@ -13,7 +13,6 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from contracts.amounts import NOTHING, Amounts, money
 from contracts.orders import CreateOrder, LineUnits
 from db import fulfilment, returns
 from db.backoffice import load_document
@@ -37,6 +36,7 @@ from db.order_processing import process_order
 from db.orders import HeldOrder, create_order, read_order
 from db.schema import ecom_stores, order_lines, orders, skus, stock_levels, warehouses
 from db.tenants import create_tenant
+from rules.amounts import NOTHING, Amounts, money
 from tests.conftest import store_of_its_own
 
 VAT_RATES = (D(0), D(12), D(15), D(25))
