@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from db.ids import numbered_ids
+from db.tenancy import across_tenants
 
 revision = "0014"
 down_revision = "0013"
@@ -24,6 +25,7 @@ depends_on = None
 _STOCK_INDEX = "ix_stock_levels_tenant_id_sku_id"
 _CHECKS = {"ck_stock_levels_on_hand": "on_hand >= 0", "ck_stock_levels_reserved": "reserved >= 0"}
 _ACTIVE_CARTS = "ix_click_and_collect_reservations_active"
+_BACK_FILL = "the upgrade writes every tenant's reservations and stock levels"
 
 
 def _id(name: str, nullable: bool = False) -> sa.Column:
@@ -91,14 +93,14 @@ def _back_fill() -> None:
                                       carts.c.id == cart_lines.c.reservation_id)))
     columns = [column.name for column in reservations.columns]
     for rows in (order_rows, cart_rows):
-        op.execute(reservations.insert().from_select(columns, rows))
+        op.execute(across_tenants(reservations.insert().from_select(columns, rows), _BACK_FILL))
     levels = sa.table("stock_levels", sa.column("tenant_id"), sa.column("location_id"), sa.column("sku_id"),
                       sa.column("reserved"))
     active = (sa.select(sa.func.coalesce(sa.func.sum(reservations.c.quantity), 0))
               .where(reservations.c.tenant_id == levels.c.tenant_id, reservations.c.location_id == levels.c.location_id,
                      reservations.c.sku_id == levels.c.sku_id, reservations.c.state == "ACTIVE")
               .scalar_subquery())
-    op.execute(levels.update().values(reserved=active))
+    op.execute(across_tenants(levels.update().values(reserved=active), _BACK_FILL))
 
 
 def _stock_levels(checked: bool) -> sa.Table:
