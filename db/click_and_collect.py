@@ -306,6 +306,60 @@ def _read(conn: sa.Connection, tenant_id: str, parked_cart_id: str) -> Cart | No
                 header.ecom_store_id, header.state, header.ended_time)
 
 
+@dataclass(frozen=True)
+class ActiveCart:
+    """An ACTIVE cart as a list of holds shows it: where it waits and what it holds."""
+
+    parked_cart_id: str
+    reservation_name: str
+    retail_store_number: str
+    retail_store_name: str
+    ecom_store_id: str
+    created_time: datetime
+    lines: int
+    units: Decimal
+
+
+def active_carts(engine: sa.Engine, tenant_id: str, *, after: str | None,
+                 limit: int) -> tuple[list[ActiveCart], str | None]:
+    """A page of the tenant's ACTIVE carts, oldest first, which is soonest to expire (every cart is held equally
+    long), after the cart `after`; with the parked cart id to continue after when more follow."""
+    carts = click_and_collect_reservations
+    held = (sa.select(click_and_collect_lines.c.reservation_id, sa.func.count().label("lines"),
+                      sa.func.sum(click_and_collect_lines.c.quantity).label("units"))
+            .where(click_and_collect_lines.c.tenant_id == tenant_id)
+            .group_by(click_and_collect_lines.c.reservation_id).subquery())
+    query = (sa.select(carts.c.id, carts.c.reservation_name, retail_stores.c.number, retail_stores.c.name,
+                       carts.c.ecom_store_id, carts.c.created_time, sa.func.coalesce(held.c.lines, 0),
+                       sa.func.coalesce(held.c.units, ZERO))
+             .join(retail_stores, sa.and_(retail_stores.c.tenant_id == tenant_id,
+                                          retail_stores.c.id == carts.c.retail_store_id))
+             .outerjoin(held, held.c.reservation_id == carts.c.id)
+             .where(carts.c.tenant_id == tenant_id, carts.c.state == ACTIVE)
+             .order_by(carts.c.created_time, carts.c.id).limit(limit + 1))  # one more says whether more follow
+    with engine.connect() as conn:
+        if after is not None:
+            # Keyset on (created_time, id): the cart to continue after, if it is still there.
+            start = conn.scalar(sa.select(carts.c.created_time).where(carts.c.tenant_id == tenant_id,
+                                                                      carts.c.id == after))
+            if start is not None:
+                query = query.where(sa.or_(carts.c.created_time > start,
+                                           sa.and_(carts.c.created_time == start, carts.c.id > after)))
+        rows = [ActiveCart(*row) for row in conn.execute(query)]
+    page = rows[:limit]
+    return page, page[-1].parked_cart_id if len(rows) > limit else None
+
+
+def active_cart_counts(engine: sa.Engine, tenant_id: str, made_by: datetime) -> tuple[int, int]:
+    """The tenant's ACTIVE carts, and how many of them were made at or before `made_by` (the first to expire)."""
+    carts = click_and_collect_reservations
+    query = sa.select(sa.func.count(), sa.func.count().filter(carts.c.created_time <= made_by)).where(
+        carts.c.tenant_id == tenant_id, carts.c.state == ACTIVE)
+    with engine.connect() as conn:
+        active, due = conn.execute(query).one()
+    return active, due
+
+
 # --- expiry ------------------------------------------------------------------------------------------------------
 
 

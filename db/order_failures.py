@@ -125,3 +125,14 @@ def failed_orders(engine: sa.Engine, tenant_id: str, processing: str, *, after: 
         rows = [ProcessingState(*row) for row in conn.execute(query)]
     page = rows[:limit]
     return page, page[-1].order_id if len(rows) > limit else None
+
+
+def failure_counts(engine: sa.Engine, tenant_id: str) -> dict[str, int]:
+    """How many of the tenant's RECEIVED orders are parked (FAILED) and how many are still tried again (RETRYING):
+    the two lists of failed_orders, counted."""
+    processing = sa.case((failures.c.retry_at.is_(None), PARKED), else_=RETRYING)
+    query = (sa.select(processing, sa.func.count())
+             .join(orders, sa.and_(orders.c.tenant_id == tenant_id, orders.c.id == failures.c.order_id))
+             .where(failures.c.tenant_id == tenant_id, orders.c.status == RECEIVED).group_by(processing))
+    with engine.connect() as conn:
+        return {PARKED: 0, RETRYING: 0, **dict(conn.execute(query).all())}

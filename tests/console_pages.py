@@ -1,18 +1,21 @@
 """Driving the operator console over HTTP in tests: signing in as a person's browser would, reading the forms'
-CSRF tokens, and dead letters to show and replay."""
+CSRF tokens, dead letters to show and replay, and click-and-collect carts to hold."""
 
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any
 
 import httpx
 import sqlalchemy as sa
 
 from contracts import events
+from db import click_and_collect
 from db.ids import new_id, utc_now
 from db.outbox import order_event
-from db.schema import event_outbox
+from db.schema import event_outbox, retail_stores
+from db.stock import adjust_stock
 
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -67,3 +70,13 @@ def dead_letter_ids(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> se
         return set(conn.scalars(sa.select(event_outbox.c.event_id).where(
             event_outbox.c.tenant_id == tenant_id, event_outbox.c.ecom_store_id == ecom_store_id,
             event_outbox.c.dead_letter_time.is_not(None))))
+
+
+def held_cart(engine: sa.Engine, tenant_id: str, ecom_store_id: str, sku: sa.Row, name: str) -> str:
+    """A click-and-collect cart of one unit of the SKU at the demo's retail store 1001 (given the unit first)."""
+    with engine.connect() as conn:
+        store = conn.scalar(sa.select(retail_stores.c.id).where(retail_stores.c.tenant_id == tenant_id,
+                                                               retail_stores.c.number == "1001"))
+    adjust_stock(engine, tenant_id, "1001", sku.number, delta=Decimal(1))
+    return click_and_collect.reserve(engine, tenant_id, ecom_store_id, store, name, None,
+                                     [click_and_collect.WantedLine(sku.id, Decimal(1))]).parked_cart_id

@@ -1,8 +1,9 @@
 """The operator console in a real browser: Debian's Chromium driven by Playwright against a real server on DuckDB
 (pipeline and outbox bridge in the process, as `pia serve` runs them), its webhook receiver a real HTTP server
-(tests/webhook_receiver.py). Sign-in, a batch uploaded through the API, a dead letter replayed to the receiver, the
-refusals, no secret in any page; axe-core (vendored, tests/vendor/axe-core) checks every page, and every page is
-photographed into test-artifacts/console/ (README: how docs/console/ is refreshed from it).
+(tests/webhook_receiver.py). Sign-in, a batch uploaded through the API, a dead letter replayed to the receiver, a
+parked order retried and a held cart cancelled, the refusals, no secret in any page; axe-core (vendored,
+tests/vendor/axe-core) checks every page, and every page is photographed into test-artifacts/console/ (README: how
+docs/console/ is refreshed from it).
 
 One backend: the browser sees HTML, which both backends render alike; tests/test_console_http.py checks the
 server-side rules on both. Chromium comes from Debian's package (`.ci/run` installs it): Playwright's own browser
@@ -11,6 +12,7 @@ download is not reachable here.
 
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +22,12 @@ import sqlalchemy as sa
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
 from contracts import events
+from contracts.rendering import instant
+from db.click_and_collect import read_cart
 from db.engine import create_engine
 from db.ids import new_id
 from db.migrate import upgrade
+from db.order_failures import processing_state
 from db.outbox import order_event
 from db.schema import event_outbox
 from serving.admin import issue_client
@@ -31,6 +36,9 @@ from serving.demo import seed_demo_tenant
 from settings import Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id, wait_finished
 from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, service_missing, wait_for
+from tests.console_pages import held_cart
+from tests.test_order_processing import RefusedOpening
+from tests.test_order_processing import Shop as ProcessingShop
 from tests.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.timeout(300)
@@ -57,9 +65,11 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A server of its own (the bridge gives up after one failed attempt, so a failing receiver makes dead letters
-    at once), two tenants, and the first tenant's first eCom store delivering to a webhook receiver."""
+    at once, and the order processor parks an order at its first failed attempt), two tenants, and the first
+    tenant's first eCom store delivering to a webhook receiver."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("console-browser"), worker_poll_seconds=0.2,
                         bridge_poll_seconds=0.2, bridge_max_attempts=1, bridge_retry_base_seconds=0.1,
+                        order_max_attempts=1,
                         token_attempts_per_minute_per_address=100_000, token_attempts_per_minute_per_client=100_000)
     engine = create_engine(settings)
     upgrade(engine)
@@ -259,7 +269,58 @@ def test_no_page_holds_a_secret(visit: Visit, scene: dict[str, Any]) -> None:
                       if cookie["name"] == "pia_console")
     secrets = {WEBHOOK_SECRET, session_id} | {client["clientSecret"] for client in scene["world"]["clients"]}
     paths = ["/console/", "/console/batches", "/console/batches?kind=REPLENISHMENT_PARAMETER", "/console/events",
-             f"/console/events/{scene['store']}"]
+             f"/console/events/{scene['store']}", "/console/attention"]
     for path in paths:
         html = visit.open(path).content()
         assert not {secret for secret in secrets if secret in html}, path
+
+
+def test_retry_a_parked_order_and_cancel_a_held_cart(visit: Visit, scene: dict[str, Any]) -> None:
+    """A tenant of its own with web shop orders: the database refuses to open one customer's orders
+    (tests/test_order_processing.py), so the server's processor parks that customer's order; two carts are held."""
+    engine, page = scene["engine"], visit.page
+    shop = ProcessingShop(engine, "Fjord Outdoor")
+    refused = RefusedOpening(shop)
+    order_id = shop.receive((refused.sku, 1), customer_id=refused.customer_id)
+    carts = [held_cart(engine, shop.tenant_id, shop.id, shop.skus[0], name) for name in ("Kari Nordmann", "Ola Hansen")]
+    wait_for(lambda: processing_state(engine, shop.tenant_id, order_id).parked, 60, "the order to be parked")
+    number = processing_state(engine, shop.tenant_id, order_id).number
+
+    visit.sign_in(client_of(shop.world, "admin"))
+    processor = page.get_by_role("article").filter(has_text="Order processor")
+    expect(processor).to_contain_text("1 order(s) parked after failing every attempt")
+    processor.get_by_role("link", name="Orders and holds").click()
+    expect(page.get_by_role("heading", name="Orders needing attention and click-and-collect holds")).to_be_visible()
+    parked = page.get_by_role("table", name="Parked orders, oldest first").get_by_role("row").filter(has_text=number)
+    expect(parked).to_contain_text(refused.error)
+    expected_expiry = [instant(read_cart(engine, shop.tenant_id, cart).created_time
+                               + timedelta(hours=scene["settings"].click_and_collect_hold_hours)) for cart in carts]
+    held = page.get_by_role("table", name="Parked carts, soonest to expire first").get_by_role("row")
+    expect(held.filter(has_text="Kari Nordmann")).to_contain_text(expected_expiry[0])
+    expect(held.filter(has_text="Kari Nordmann")).to_contain_text("expires in 2 d 23 h")
+    expect(held.nth(1)).to_contain_text("Kari Nordmann")  # soonest first, under the header row
+    visit.check("attention")
+
+    # A forged form changes nothing.
+    parked.locator("input[name=csrf_token]").evaluate("input => { input.value = 'forged' }")
+    parked.get_by_role("button", name=f"Retry order {number}").click()
+    expect(page.get_by_role("heading", name="Refused")).to_be_visible()
+    visit.errors.clear()  # the browser logs the 403 itself
+    assert processing_state(engine, shop.tenant_id, order_id).parked
+
+    refused.lift()
+    visit.open("/console/attention")
+    page.get_by_role("button", name=f"Retry order {number}").click()
+    expect(page.get_by_role("status")).to_contain_text(f"Order {number} retried: it is OPEN now.")
+    expect(page.get_by_role("table", name="Parked orders, oldest first")).to_have_count(0)
+    assert processing_state(engine, shop.tenant_id, order_id).status == "OPEN"
+
+    page.get_by_role("link", name="Kari Nordmann").click()
+    expect(page.get_by_role("heading", name=re.compile("Kari Nordmann"))).to_be_visible()
+    expect(page.get_by_role("main")).to_contain_text(expected_expiry[0])
+    visit.check("cart")
+    page.get_by_role("button", name="Cancel the cart").click()
+    expect(page.get_by_role("status")).to_contain_text("The cart is CANCELLED now.")
+    assert read_cart(engine, shop.tenant_id, carts[0]).state == "CANCELLED"
+    assert read_cart(engine, shop.tenant_id, carts[1]).state == "ACTIVE"
+    assert not visit.errors

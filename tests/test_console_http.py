@@ -1,6 +1,7 @@
 """The operator console's server-side checks over plain HTTP, on both backends: sign-in through the token endpoint's
 argon2 check and budgets, sessions kept as hashes with an expiry and ended at sign-out, the CSRF token on every
-state-changing form, the tenant of the session and nothing else, and actions through the admin operations."""
+state-changing form, the tenant of the session and nothing else, and actions through the admin operations (a batch
+rerun, a replay, a parked order's retry, a cart collected or cancelled)."""
 
 import hashlib
 import re
@@ -14,23 +15,38 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from contracts.rendering import instant
+from db import click_and_collect
 from db.batches import get_batch
 from db.clients import update_client
 from db.console_sessions import session_hash
 from db.destinations import DestinationSettings, set_destination
 from db.ids import new_id, utc_now
-from db.schema import console_sessions
+from db.order_failures import processing_state
+from db.schema import click_and_collect_reservations, console_sessions
 from db.secrets import secret_box
 from serving.admin import issue_client
 from serving.app import create_app
+from serving.console import pages
 from serving.console.routes import CONTENT_SECURITY_POLICY
 from serving.demo import seed_demo_tenant
 from settings import Settings
 from tests.batches import failed_batch
 from tests.conftest import LiveServer, client_of, free_port, get_token, wait_for
-from tests.console_pages import browser, csrf_in, dead_letter_ids, dead_letters, sign_in_answer, signed_in
+from tests.console_pages import (
+    browser,
+    csrf_in,
+    dead_letter_ids,
+    dead_letters,
+    held_cart,
+    sign_in_answer,
+    signed_in,
+)
+from tests.test_order_processing import RefusedOpening
+from tests.test_order_processing import Shop as ProcessingShop
 
-PAGES = ("/console/", "/console/batches", "/console/batches?kind=REPLENISHMENT_PARAMETER", "/console/events")
+PAGES = ("/console/", "/console/batches", "/console/batches?kind=REPLENISHMENT_PARAMETER", "/console/events",
+         "/console/attention")
 WEBHOOK_SECRET = "whsec_" + "Y29uc29sZSB0ZXN0IHNlY3JldCBuZXZlciBzaG93bg=="
 
 
@@ -325,3 +341,107 @@ def test_no_page_shows_a_secret(server, settings, engine, http, shared_world, ad
         assert page.status_code == 200, path
         assert not {secret for secret in secrets if secret in page.text}, path
     assert "https://shop.example/hooks" in console.get(f"/console/events/{store}").text
+
+
+def _made_hours_ago(engine: sa.Engine, parked_cart_id: str, hours: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(click_and_collect_reservations.update()
+                     .where(click_and_collect_reservations.c.id == parked_cart_id)
+                     .values(created_time=utc_now() - timedelta(hours=hours)))
+
+
+def test_a_parked_order_is_retried_and_carts_are_collected_or_cancelled_from_orders_and_holds(
+        own_store, monkeypatch) -> None:
+    """A server of the test's own (no pipeline worker, so no cart expires) whose processor parks an order at its
+    first failed attempt (the database refuses to open it, tests/test_order_processing.py), and three carts: one
+    new, one near its expiry, one past it. The page lists the order and the carts, soonest to expire first, a page
+    at a time; its forms refuse a missing or forged CSRF token and another tenant's admin; the retry opens the order
+    once the fault is gone; a cart is collected, another cancelled, and ending that one another way is 409, through
+    the admin API's operations."""
+    settings, engine = own_store
+    shop = ProcessingShop(engine)
+    refused = RefusedOpening(shop)
+    order_id = shop.receive((refused.sku, 1), customer_id=refused.customer_id)
+    new, near, past = (held_cart(engine, shop.tenant_id, shop.id, shop.skus[0], name)
+                       for name in ("Kari", "Ola", "Per"))
+    _made_hours_ago(engine, near, 60)
+    _made_hours_ago(engine, past, 73)
+    hold = timedelta(hours=settings.click_and_collect_hold_hours)
+    port = free_port()
+    served = settings.model_copy(update={"order_max_attempts": 1, "worker_poll_seconds": 0.2})
+    live = LiveServer(create_app(served, engine, issuer=f"http://127.0.0.1:{port}"), port)
+    live.start()
+    try:
+        wait_for(lambda: processing_state(engine, shop.tenant_id, order_id).parked, 60, "the order to be parked")
+        number = processing_state(engine, shop.tenant_id, order_id).number
+        with signed_in(live.url, client_of(shop.world, "admin")) as console:
+            overview = console.get("/console/").text
+            assert "1 order(s) parked after failing every attempt" in overview and "/console/attention" in overview
+            page = console.get("/console/attention")
+            assert page.status_code == 200, page.text
+            assert number in page.text and refused.error in page.text
+            expiry = {cart: instant(click_and_collect.read_cart(engine, shop.tenant_id, cart).created_time + hold)
+                      for cart in (new, near, past)}
+            assert all(expires in page.text for expires in expiry.values())
+            assert page.text.index(past) < page.text.index(near) < page.text.index(new)  # soonest to expire first
+            for shown in ("past its expiry by 1 h", "expires in 11 h 59 min", "expires in 2 d 23 h",
+                          "Of them expiring within 24 h</dt><dd>2</dd>"):
+                assert shown in page.text, shown
+            assert re.findall(r'badge status-(\w+)">(?:past|expires)', page.text) == ["failing", "attention", "ok"]
+            monkeypatch.setattr(pages, "CARTS_PER_PAGE", 2)
+            paged = console.get("/console/attention").text
+            assert past in paged and near in paged and new not in paged and f"cartsAfter={near}" in paged
+            assert new in console.get("/console/attention", params={"cartsAfter": near}).text
+            monkeypatch.undo()
+            token, retry = csrf_in(page.text), f"/console/attention/orders/{order_id}/retry"
+
+            for forged in ({}, {"csrf_token": token[:-1] + ("A" if token[-1] != "A" else "B")}):
+                assert console.post(retry, data=forged).status_code == 403
+                assert console.post(f"/console/attention/carts/{new}/collect", data=forged).status_code == 403
+            assert processing_state(engine, shop.tenant_id, order_id).parked
+            assert click_and_collect.read_cart(engine, shop.tenant_id, new).state == "ACTIVE"
+
+            other = seed_demo_tenant(engine, "intruding tenant", is_test=True, shop=False)
+            with signed_in(live.url, _admin(engine, other)) as intruder:
+                own_token = csrf_in(intruder.get("/console/attention").text)
+                assert intruder.post(retry, data={"csrf_token": own_token}).status_code == 404
+                assert intruder.get(f"/console/attention/carts/{new}").status_code == 404
+                assert intruder.post(f"/console/attention/carts/{new}/cancel",
+                                     data={"csrf_token": own_token}).status_code == 404
+                listing = intruder.get("/console/attention").text
+                assert number not in listing and new not in listing
+            assert processing_state(engine, shop.tenant_id, order_id).parked
+            assert click_and_collect.read_cart(engine, shop.tenant_id, new).state == "ACTIVE"
+
+            refused.lift()
+            done = console.post(retry, data={"csrf_token": token})
+            assert done.status_code == 303 and done.headers["Location"].endswith(f"retried={number}&status=OPEN")
+            assert processing_state(engine, shop.tenant_id, order_id).status == "OPEN"
+            after = console.get(done.headers["Location"]).text
+            assert f"Order {number} retried: it is OPEN now." in after and refused.error not in after
+
+            cart_page = console.get(f"/console/attention/carts/{new}")
+            assert cart_page.status_code == 200 and expiry[new] in cart_page.text
+            assert "Mark as collected" in cart_page.text
+            collected = console.post(f"/console/attention/carts/{new}/collect", data={"csrf_token": token})
+            assert collected.status_code == 303
+            assert collected.headers["Location"] == f"/console/attention/carts/{new}?ended=COLLECTED"
+            assert console.post(f"/console/attention/carts/{near}/cancel",
+                                data={"csrf_token": token}).status_code == 303
+            assert [click_and_collect.read_cart(engine, shop.tenant_id, cart).state for cart in (new, near, past)] \
+                == ["COLLECTED", "CANCELLED", "ACTIVE"]
+            late = console.post(f"/console/attention/carts/{near}/collect", data={"csrf_token": token})
+            assert late.status_code == 409 and "CANCELLED" in late.text
+            assert console.post(f"/console/attention/carts/{near}/keep", data={"csrf_token": token}) \
+                .status_code == 404
+            left = console.get("/console/attention").text
+            assert past in left and new not in left and near not in left
+    finally:
+        live.stop()
+
+
+def test_bad_addresses_of_orders_and_holds_are_refused_with_their_path(console) -> None:
+    cursor = console.get("/console/attention", params={"cartsAfter": "not-a-cart"})
+    assert cursor.status_code == 400 and "cartsAfter" in cursor.text and "INVALID_ID" in cursor.text
+    control = console.get("/console/attention/carts/%01")
+    assert control.status_code == 400 and "INVALID_PATH_PARAMETER" in control.text

@@ -53,9 +53,9 @@ AT_ONCE = RetryPolicy(max_attempts=5, base_seconds=0, max_seconds=0)
 class Shop:
     """The demo web shop of a fresh tenant (served by warehouse 9001, then 9002) and three of its SKUs."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, name: str | None = None) -> None:
         self.engine = engine
-        self.world = seed_demo_tenant(engine, f"processing {new_id()}", is_test=False)
+        self.world = seed_demo_tenant(engine, name or f"processing {new_id()}", is_test=False)
         self.tenant_id, self.id = self.world["id"], client_of(self.world, "ecom")["resource"]
         with engine.connect() as conn:
             assortment = conn.scalar(sa.select(ecom_stores.c.base_assortment_id).where(ecom_stores.c.id == self.id))

@@ -14,9 +14,13 @@ import sqlalchemy as sa
 
 from contracts.batch_kinds import SALES_FORECAST
 from contracts.errors import NotFound
+from contracts.models import Shape, Uuid
+from contracts.rendering import decimal, instant
 from db.batches import FAILED, PENDING, PROCESSING, batches_of_runs, counts_by_progress, get_batch, run_times
+from db.click_and_collect import ActiveCart, active_cart_counts, active_carts
 from db.event_operations import deliveries_per_hour, failing_events
 from db.ids import utc_now
+from db.order_failures import PARKED, RETRYING, failure_counts
 from db.order_processing import received_backlog
 from db.reference import list_ecom_stores
 from serving import admin_operations
@@ -29,6 +33,8 @@ RUNS_PER_PAGE = 20
 REJECTED_ITEMS_PER_PAGE = 50
 DEAD_LETTERS_PER_PAGE = 25
 FAILING_EVENTS_SHOWN = 10
+ORDERS_PER_PAGE = 25
+CARTS_PER_PAGE = 25
 CHART_HOURS = 24
 # A finished batch's items fall in one of these.
 RUN_SERIES = (Series("accepted", "good"), Series("superseded", "other"), Series("locked", "neutral"),
@@ -48,6 +54,7 @@ class HealthCheck:
     status: str  # OK, ATTENTION or FAILING
     summary: str
     figures: list[Figure]
+    page: tuple[str, str] | None = None  # (endpoint, label) of the console page with the details
 
 
 def duration(seconds: float | None) -> str:
@@ -69,6 +76,7 @@ def duration(seconds: float | None) -> str:
 
 
 def overview(engine: sa.Engine, settings: Settings, tenant_id: str) -> list[HealthCheck]:
+    """The checks in the order the page shows them."""
     return [_database(engine), _pipeline(engine, settings, tenant_id), _order_processor(engine, settings, tenant_id),
             _event_delivery(event_stores(engine, tenant_id))]
 
@@ -92,18 +100,27 @@ def _pipeline(engine: sa.Engine, settings: Settings, tenant_id: str) -> HealthCh
         Figure("Last worker heartbeat", f"{duration(probe['heartbeatAgeSeconds'])} ago"
                if probe["heartbeatAgeSeconds"] is not None else "none yet"),
         Figure("Oldest PENDING batch waits", duration(probe["oldestPendingAgeSeconds"])),
-        *(Figure(f"Batches {progress}", f"{count:,}") for progress, count in counts.items())])
+        *(Figure(f"Batches {progress}", f"{count:,}") for progress, count in counts.items())],
+        ("console.batches", "Demand-planning batches"))
 
 
 def _order_processor(engine: sa.Engine, settings: Settings, tenant_id: str) -> HealthCheck:
     waiting, oldest = received_backlog(engine, tenant_id)
+    failed = failure_counts(engine, tenant_id)
     waited = age_seconds(utc_now(), oldest)
     behind = waited is not None and waited > settings.pipeline_stale_seconds
-    summary = (f"an order has waited {duration(waited)} to be opened" if behind
-               else "orders are opened as they come" if waiting == 0 else f"{waiting} order(s) being opened")
-    return HealthCheck("Order processor", ATTENTION if behind else OK, summary, [
+    if behind:
+        summary = f"an order has waited {duration(waited)} to be opened"
+    elif failed[PARKED]:
+        summary = f"{failed[PARKED]:,} order(s) parked after failing every attempt: retry them"
+    else:
+        summary = "orders are opened as they come" if waiting == 0 else f"{waiting} order(s) being opened"
+    return HealthCheck("Order processor", ATTENTION if behind or failed[PARKED] else OK, summary, [
         Figure("Orders RECEIVED, waiting to be opened", f"{waiting:,}"),
-        Figure("Oldest of them waits", duration(waited))])
+        Figure("Oldest of them waits", duration(waited)),
+        Figure("Parked after failing every attempt", f"{failed[PARKED]:,}"),
+        Figure("Failed, tried again after a backoff", f"{failed[RETRYING]:,}")],
+        ("console.attention", "Orders and holds"))
 
 
 @dataclass(frozen=True)
@@ -164,7 +181,8 @@ def _event_delivery(stores: list[StoreDelivery]) -> HealthCheck:
         Figure("Events still to deliver", f"{sum(store.state['backlog'] for store in stores):,}"),
         Figure("Dead letters", f"{dead_letters:,}"),
         Figure("Stores failing now", f"{len(failing)}"),
-        Figure("Stores whose credentials are refused", f"{refused}")])
+        Figure("Stores whose credentials are refused", f"{refused}")],
+        ("console.events", "Event delivery"))
 
 
 # Demand planning: a tenant's planning runs (the batches sharing a generatedAt) and each batch.
@@ -303,3 +321,109 @@ def event_store(engine: sa.Engine, tenant_id: str, ecom_store_id: str, query: di
     return StorePage(store, delivery_figures(state), failing_events(engine, tenant_id, ecom_store_id,
                                                                     FAILING_EVENTS_SHOWN),
                      letters, query.get("answer"), chart)
+
+
+# Orders needing attention (the admin API's list of orders that failed to open) and click-and-collect holds.
+
+
+class AttentionQuery(Shape):
+    """Where each list of the page continues (its nextAfter), as the page's address gives them."""
+
+    parkedAfter: Uuid | None = None
+    retryingAfter: Uuid | None = None
+    cartsAfter: Uuid | None = None
+
+
+@dataclass(frozen=True)
+class HeldCart:
+    """An ACTIVE cart and when it expires (made + the hold time)."""
+
+    cart: ActiveCart
+    expires_at: datetime
+    left_seconds: float  # below zero: past its expiry, released at the workers' next round
+    soon: timedelta
+
+    @property
+    def status(self) -> str:
+        if self.left_seconds <= 0:
+            return FAILING
+        return ATTENTION if self.left_seconds <= self.soon.total_seconds() else OK
+
+    @property
+    def left(self) -> str:
+        return time_left(self.left_seconds)
+
+    @property
+    def units(self) -> str:
+        return decimal(self.cart.units)
+
+    @property
+    def parked_at(self) -> str:
+        return instant(self.cart.created_time)
+
+    @property
+    def expires(self) -> str:
+        return instant(self.expires_at)
+
+
+def time_left(seconds: float) -> str:
+    if seconds <= 0:
+        return f"past its expiry by {duration(-seconds)}: released at the workers' next round"
+    return f"expires in {duration(seconds)}"
+
+
+@dataclass(frozen=True)
+class AttentionPage:
+    figures: list[Figure]
+    parked: dict[str, Any]  # the admin API's pages of failed orders: items, nextAfter
+    retrying: dict[str, Any]
+    carts: list[HeldCart]
+    next_cart: str | None
+    ecom_stores: dict[str, str]  # id → "number name"
+
+
+def expires_soon(hold: timedelta) -> timedelta:
+    """A cart within this of its expiry needs attention: a third of the hold time (24 h of the default 72 h)."""
+    return hold / 3
+
+
+def _hours(span: timedelta) -> str:
+    """A span in hours, as the hold time is configured: "72 h", "1.5 h"."""
+    return f"{span.total_seconds() / 3600:g} h"
+
+
+def attention(engine: sa.Engine, tenant_id: str, hold: timedelta, query: AttentionQuery) -> AttentionPage:
+    def failed(processing: str, after: str | None) -> dict[str, Any]:
+        return admin_operations.list_failed_orders(engine, tenant_id, {
+            "processing": processing, "limit": str(ORDERS_PER_PAGE), **({"after": after} if after else {})})
+
+    now, soon = utc_now(), expires_soon(hold)
+    counts = failure_counts(engine, tenant_id)
+    active, due_soon = active_cart_counts(engine, tenant_id, made_by=now + soon - hold)
+    carts, next_cart = active_carts(engine, tenant_id, after=query.cartsAfter, limit=CARTS_PER_PAGE)
+    return AttentionPage(
+        figures=[Figure("Orders parked after failing every attempt", f"{counts[PARKED]:,}"),
+                 Figure("Orders failed, tried again after a backoff", f"{counts[RETRYING]:,}"),
+                 Figure("Click-and-collect carts held", f"{active:,}"),
+                 Figure(f"Of them expiring within {_hours(soon)}", f"{due_soon:,}"),
+                 Figure("Hold time (PIA_CLICK_AND_COLLECT_HOLD_HOURS)", _hours(hold))],
+        parked=failed(PARKED, query.parkedAfter), retrying=failed(RETRYING, query.retryingAfter),
+        carts=[HeldCart(cart, cart.created_time + hold, (cart.created_time + hold - now).total_seconds(), soon)
+               for cart in carts],
+        next_cart=next_cart,
+        ecom_stores={row.id: f"{row.number} {row.name}" for row in list_ecom_stores(engine, tenant_id)})
+
+
+@dataclass(frozen=True)
+class CartPage:
+    cart: dict[str, Any]  # the admin API's parked cart
+    ecom_store: str
+    held: str | None  # how long it is still held (ACTIVE only)
+
+
+def cart(engine: sa.Engine, tenant_id: str, parked_cart_id: str, hold: timedelta) -> CartPage:
+    shown = admin_operations.show_cart(engine, tenant_id, parked_cart_id, hold)  # NotFound for another tenant's
+    stores = {row.id: f"{row.number} {row.name}" for row in list_ecom_stores(engine, tenant_id)}
+    held = (time_left((datetime.fromisoformat(shown["expiresAt"]) - utc_now()).total_seconds())
+            if shown["expiresAt"] else None)
+    return CartPage(shown, stores.get(shown["ecomStoreId"], shown["ecomStoreId"]), held)

@@ -1,7 +1,8 @@
 """The operator console at /console/: server-rendered pages for an admin client's tenant.
 
 Every page but sign-in needs a live session (serving/console/sessions.py) and shows only its client's tenant; the
-actions (rerun a batch, replay dead letters) run the admin API's own operations (serving/admin_operations.py).
+actions (rerun a batch, replay dead letters, retry an order, collect or cancel a cart) run the admin API's own
+operations (serving/admin_operations.py).
 No inline script or style anywhere: the Content-Security-Policy allows only the console's own files.
 """
 
@@ -11,9 +12,10 @@ from typing import Any
 from quart import Blueprint, Response, g, redirect, render_template, request, url_for
 
 from contracts.batch_kinds import BATCH_KINDS, SALES_FORECAST
-from contracts.errors import ApiError, BadRequest
+from contracts.errors import ApiError, BadRequest, NotFound
 from db.console_sessions import end_session, start_session
 from db.ids import utc_now
+from db.order_processing import retry_policy
 from db.tenants import get_tenant
 from serving import admin_operations
 from serving.client_authentication import AttemptThrottled, AuthenticationFailed, authenticate_client
@@ -36,6 +38,7 @@ from serving.console.sessions import (
 )
 from serving.jsonio import blocking
 from serving.services import services
+from serving.validation import check_request, validated
 
 blueprint = Blueprint("console", __name__, url_prefix="/console", template_folder="templates",
                       static_folder="static")
@@ -49,6 +52,7 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 async def require_session() -> None:
     if request.endpoint not in _OPEN_ENDPOINTS:
         await signed_in()
+        await check_request()  # as the API's routes: a path parameter with a control character is 400
 
 
 @blueprint.after_request
@@ -241,3 +245,44 @@ async def replay(ecom_store_id: str) -> Response:
     _, body = await _replay_choice()
     report = await blocking(admin_operations.replay, services().engine, g.console.tenant_id, ecom_store_id, body)
     return redirect(url_for("console.event_store", ecom_store_id=ecom_store_id, replayed=report["replayed"]), 303)
+
+
+# Orders needing attention and click-and-collect holds
+
+
+def _hold() -> timedelta:
+    return timedelta(hours=services().settings.click_and_collect_hold_hours)
+
+
+@blueprint.get("/attention")
+async def attention() -> str:
+    query = validated(pages.AttentionQuery, request.args.to_dict())
+    shown = await blocking(pages.attention, services().engine, g.console.tenant_id, _hold(), query)
+    return await _page("console/attention.html", page=shown, retried=request.args.get("retried"),
+                       retried_status=request.args.get("status"))
+
+
+@blueprint.post("/attention/orders/<order_key>/retry")
+async def attention_retry(order_key: str) -> Response:
+    """Try to open the order now, as POST /admin/v1/tenants/{t}/orders/{order}/retry does."""
+    state = await blocking(admin_operations.retry_failed_order, services().engine, retry_policy(services().settings),
+                           g.console.tenant_id, order_key)
+    return redirect(url_for("console.attention", retried=state["number"], status=state["status"]), 303)
+
+
+@blueprint.get("/attention/carts/<parked_cart_id>")
+async def attention_cart(parked_cart_id: str) -> str:
+    shown = await blocking(pages.cart, services().engine, g.console.tenant_id, parked_cart_id, _hold())
+    return await _page("console/cart.html", page=shown, ended=request.args.get("ended"))
+
+
+# How a cart ends from its page, as POST /admin/v1/tenants/{t}/click_and_collect/{cart}/collect or /cancel.
+_CART_ENDS = {"collect": admin_operations.collect_cart, "cancel": admin_operations.cancel_cart}
+
+
+@blueprint.post("/attention/carts/<parked_cart_id>/<end>")
+async def attention_cart_end(parked_cart_id: str, end: str) -> Response:
+    if end not in _CART_ENDS:
+        raise NotFound(f"A cart is ended by {' or '.join(_CART_ENDS)}, not {end}.")
+    cart = await blocking(_CART_ENDS[end], services().engine, g.console.tenant_id, parked_cart_id, _hold())
+    return redirect(url_for("console.attention_cart", parked_cart_id=parked_cart_id, ended=cart["state"]), 303)
