@@ -14,6 +14,7 @@ from serving.app import create_app
 from serving.roles import Roles
 from settings import Settings
 
+log = logging.getLogger("pia.serve")
 
 def base_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
@@ -27,8 +28,8 @@ def run(settings: Settings, engine: sa.Engine, host: str, port: int, roles: Role
         app.extensions["pia"].tokens.read_keys()
     except SecretKeyError as error:
         raise click.ClickException(f"cannot read the token signing keys: {error}") from None
-    for line in roles.startup_lines(settings):
-        click.echo(line)
+    for line in roles.startup_lines(settings):  # logged, so a JSON log stays all JSON
+        log.info(line)
     config = Config()
     config.bind = [f"{host}:{port}"]
     # pia's own request line (serving/app.py) replaces Hypercorn's access log; Hypercorn's other lines go through

@@ -204,11 +204,13 @@ class Served:
     def log(self) -> str:
         return "".join(self.lines)
 
+    def logged(self) -> list[dict]:
+        """Its log lines. They are JSON; DuckDB's bindings may print leak notices of their own at exit."""
+        return [json.loads(line) for line in self.lines if line.startswith("{")]
+
     def requests(self) -> set[tuple[str, str]]:
-        """(method, route template) of every request line it logged. Log lines are JSON; DuckDB's bindings may
-        print leak notices of their own at exit."""
-        logged = [json.loads(line) for line in self.lines if line.startswith("{")]
-        return {(line["method"], line["route"]) for line in logged if line["event"] == "request"}
+        """(method, route template) of every request line it logged."""
+        return {(line["method"], line["route"]) for line in self.logged() if line["event"] == "request"}
 
 
 def _outbox_subjects(engine: sa.Engine, tenant: str) -> list[str]:

@@ -169,6 +169,6 @@ def test_pia_serve_on_postgresql_prints_what_to_start_beside_it(postgres_url: st
         server = Served({**os.environ, "PIA_DATABASE_URL": database_url, "PIA_SECRET_KEY": secret_key,
                          "PIA_DATA_DIR": str(tmp_path), "PIA_KAFKA_BOOTSTRAP_SERVERS": ""})
         server.stop()
-    assert "running in this process: the API, the order processor\n" in server.log
-    assert "start beside it (PostgreSQL): `pia worker` (pipeline worker) and `pia bridge` (event delivery)" \
-        in server.log
+    said = [line["event"] for line in server.logged() if line["logger"] == "pia.serve"]
+    assert said == ["running in this process: the API, the order processor",
+                    "start beside it (PostgreSQL): `pia worker` (pipeline worker) and `pia bridge` (event delivery)"]
