@@ -8,14 +8,27 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import sqlalchemy as sa
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from settings import Settings
+
+class ScratchServices(BaseSettings):
+    """Where the tests and benchmarks make their scratch databases and find the services they try; not the
+    product's settings (`settings.Settings`), though named alike (`PIA_*`)."""
+
+    model_config = SettingsConfigDict(env_prefix="PIA_", frozen=True)
+
+    # When set, tests that need an external service fail instead of skipping (.ci/run sets it).
+    require_services: bool = False
+    # Tests and benchmarks create (and drop) fresh databases through this server.
+    test_postgres_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+    # The shared rate-limit store the tests try across two limiter instances.
+    test_redis_url: str = "redis://127.0.0.1:6379"
 
 
 @contextmanager
 def scratch_postgres_url(prefix: str = "pia_bench") -> Iterator[str]:
     """The URL of a new, empty database, dropped (with any connection still open to it) at the end."""
-    server = Settings().test_postgres_url
+    server = ScratchServices().test_postgres_url
     admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with admin.connect() as conn:

@@ -117,12 +117,6 @@ class Settings(BaseSettings):
     # Reverse proxies in front of the API that append the caller's address to X-Forwarded-For: the address that
     # many hops from the right is the client's (token-attempt budgets, logs). 0 trusts no header: the socket peer.
     trusted_proxy_hops: NonNegativeInt = 0
-    # When set, tests that need an external service fail instead of skipping.
-    require_services: bool = False
-    # Tests create (and drop) a fresh database per session through this server.
-    test_postgres_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-    # The shared rate-limit store the tests try across two limiter instances.
-    test_redis_url: str = "redis://127.0.0.1:6379"
 
     @model_validator(mode="after")
     def _batch_rows_outlive_staged_files(self) -> "Settings":

@@ -17,7 +17,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
-from benchmarks.databases import scratch_postgres_url
+from benchmarks.databases import ScratchServices, scratch_postgres_url
 from db.engine import create_engine
 from db.ids import new_id
 from db.migrate import upgrade
@@ -27,7 +27,7 @@ from serving.app import create_app
 from serving.demo import seed_demo_tenant
 from settings import Settings
 
-ENV = Settings()
+ENV = ScratchServices()
 # Every statement the service makes in this process must name its tenant, or carry the reason it need not
 # (db/tenancy.py): one that does not fails where it runs, so the rule cannot be broken silently. Tests' own looks at
 # the database (by an order's id, say) are not the service's statements.
