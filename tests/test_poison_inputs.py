@@ -267,18 +267,20 @@ def test_a_destination_secret_must_be_printable(http, admin, shared_world, engin
 # --- media types --------------------------------------------------------------------------------------------------
 
 # (scope, method, path under the scope's base, a valid-looking JSON body)
+# Unknown ids, fixed so that every test process collects the same tests (pytest-xdist compares them).
+ONE, TWO, THREE = (f"01a00000-0000-7000-8000-00000000000{n}" for n in (1, 2, 3))
 JSON_WRITES = [
     ("ecom", "POST", "/orders", None),  # the body comes from new_order() per request
-    ("ecom", "PUT", f"/customers/{new_id()}", {"firstName": "Kari", "lastName": "N"}),
-    ("ecom", "PUT", f"/customers/{new_id()}/addresses", {"deliveryAddress": None}),
+    ("ecom", "PUT", f"/customers/{ONE}", {"firstName": "Kari", "lastName": "N"}),
+    ("ecom", "PUT", f"/customers/{TWO}/addresses", {"deliveryAddress": None}),
     ("ecom", "PUT", "/push-customer", {"phone": "+4741234567"}),
-    ("ecom", "POST", "/click_and_collect", {"retailStoreId": new_id(), "reservationName": "x", "lineItems": []}),
-    ("ecom", "POST", f"/orders/{new_id()}/captures/{new_id()}/payment_capture", {"status": "FAILED"}),
-    ("ecom", "POST", f"/orders/{new_id()}/refunds/{new_id()}/confirm", {"status": "FAILED"}),
+    ("ecom", "POST", "/click_and_collect", {"retailStoreId": ONE, "reservationName": "x", "lineItems": []}),
+    ("ecom", "POST", f"/orders/{ONE}/captures/{TWO}/payment_capture", {"status": "FAILED"}),
+    ("ecom", "POST", f"/orders/{ONE}/refunds/{THREE}/confirm", {"status": "FAILED"}),
     ("admin", "POST", "/backoffice", {}),
     ("admin", "POST", "/stock_adjustments", {"locationNumber": "9001", "skuNumber": "x", "onHandDelta": "1"}),
     ("admin", "POST", "/orders/100001/pick", {"lines": []}),
-    ("admin", "POST", "/orders/100001/ship", {"receiptId": new_id()}),
+    ("admin", "POST", "/orders/100001/ship", {"receiptId": THREE}),
     ("admin", "POST", "/orders/100001/returns", {}),
     ("admin", "POST", "/orders/100001/cancel", {}),
 ]
