@@ -2,8 +2,8 @@
 
 A lifeline is a pipe whose write end only the parent holds: a spawned child inherits only the descriptors passed to
 it, so when the parent ends the kernel closes the last write end, and a child watching the read end sees
-end-of-file at once, whatever killed the parent. Unlike prctl(PR_SET_PDEATHSIG) it needs no package and no Linux,
-and it does not fire when merely the thread that started the child ends.
+end-of-file at once, whatever killed the parent. Unlike prctl(PR_SET_PDEATHSIG) it needs no package, works beyond
+Linux, and does not fire when merely the thread that started the child ends.
 
 multiprocessing's resource tracker needs no lifeline of its own: it exits once every holder of its pipe, the parent
 and each child spawned by it, has gone.
