@@ -2,7 +2,8 @@
 
 Parsing a large batch is one orjson call that holds the GIL for a quarter of a second, and checking it is more
 Python work; in a thread of the API process that would stall every other request, so the work on the body runs
-in child processes. They are spawned rather than forked, as the API process has threads and open connections.
+in child processes. They are spawned rather than forked, as the API process has threads and open connections, and
+hold a lifeline to it: however the API process ends, they (and multiprocessing's resource tracker) end with it.
 An upload that finds every place taken waits for one for a bounded time, then gets 503 with Retry-After.
 """
 
@@ -16,14 +17,17 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import asynccontextmanager
 from functools import partial
+from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from contracts.errors import ServiceUnavailable
+from serving.lifeline import Lifeline, exit_with_parent
 
 T = TypeVar("T")
 
 
-def _prepare_worker() -> None:
+def _prepare_worker(lifeline: Connection) -> None:
+    exit_with_parent(lifeline)  # first: a parent that dies while this worker starts up still ends it
     # Ctrl-C in a terminal reaches the whole process group; the API process stops the workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     importlib.import_module("ingest.accept")  # Arrow and Polars take a second to import: before the first upload
@@ -36,14 +40,17 @@ class UploadWork:
         self._processes, self._max_concurrent, self._wait_seconds = processes, max_concurrent, wait_seconds
         self._places = asyncio.Semaphore(max_concurrent)
         self._executor: Executor | None = None  # made on first use, so an app that never serves starts nothing
+        self._lifeline: Lifeline | None = None  # held while worker processes may run
         self.waiting = 0  # uploads waiting for a place
         self.retry_after_seconds = max(1, math.ceil(wait_seconds))
 
     def _current_executor(self) -> Executor:
         if self._executor is None:
             if self._processes:
+                self._lifeline = self._lifeline or Lifeline()
                 self._executor = ProcessPoolExecutor(self._processes, mp_context=multiprocessing.get_context("spawn"),
-                                                     initializer=_prepare_worker)
+                                                     initializer=_prepare_worker,
+                                                     initargs=(self._lifeline.child_end,))
             else:
                 self._executor = ThreadPoolExecutor(self._max_concurrent, thread_name_prefix="upload")
         return self._executor
@@ -97,3 +104,6 @@ class UploadWork:
         if self._executor is not None:
             await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
             self._executor = None
+        if self._lifeline is not None:
+            self._lifeline.close()
+            self._lifeline = None

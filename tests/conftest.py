@@ -3,6 +3,7 @@
 import asyncio
 import concurrent.futures
 import contextlib
+import multiprocessing.resource_tracker
 import socket
 import threading
 import time
@@ -26,6 +27,7 @@ from db.tenancy import install_tenant_guard
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
 from settings import Settings
+from tests import leftover_processes
 
 ENV = ScratchServices()
 # Every statement the service makes in this process must name its tenant, or carry the reason it need not
@@ -37,6 +39,24 @@ T = TypeVar("T")
 BACKENDS = ("duckdb", "postgresql")
 # Fixtures of the order tests' web shop (shop, business, document), beside its helpers.
 pytest_plugins = ("tests.web_shop",)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    leftover_processes.adopt_orphans()  # so the check below also finds what outlived a killed parent
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run fails if any process a test started is still running once every fixture has been torn down."""
+    # multiprocessing's resource tracker of this process (its LiveServers' upload workers use it) ends with it.
+    own_helper = multiprocessing.resource_tracker._resource_tracker._pid  # private: no public way to ask
+    left = leftover_processes.left_behind(ignored={own_helper}, grace_seconds=10)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        reporter.write_line("")  # ends the progress line
+        reporter.write_sep("=", f"processes the tests left running (now killed): {len(left)}", red=True)
+        for process in left:
+            reporter.write_line(str(process))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def service_missing(reason: str) -> None:

@@ -29,7 +29,8 @@ from serving.demo import seed_demo_tenant
 from serving.uploads import UploadWork
 from settings import Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id
-from tests.conftest import LiveServer, bearer, client_of, free_port, get_token
+from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
+from tests.leftover_processes import descendants, still_running
 
 WAIT_SECONDS = 3.0
 PIA = str(Path(sys.executable).parent / "pia")
@@ -178,18 +179,6 @@ def test_refusals_cross_back_from_the_worker_process_whole(narrow, http) -> None
     assert response.status_code == 400 and response.json()["details"]["errors"][0]["path"] == "items[0].quantities[0]"
 
 
-def _children(pid: int) -> set[int]:
-    children = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended meanwhile
-            continue
-        if int(fields[1]) == pid:
-            children.add(int(stat.parent.name))
-    return children
-
-
 def test_pia_serve_checks_uploads_in_worker_processes_and_stops_them(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     engine = create_engine(settings)
@@ -216,12 +205,10 @@ def test_pia_serve_checks_uploads_in_worker_processes_and_stops_them(tmp_path: P
             response = http.put(f"/v1/tenants/{tenant_id}/demand_planning/sales_forecast_batches/{new_batch_id()}",
                                 content=raw, headers={**bearer(token["access_token"]), **headers})
             assert response.status_code == 202, response.text
-        workers = _children(process.pid)
+        workers = set(descendants(process.pid))
         assert len(workers) >= Settings().upload_processes
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
-    deadline = time.monotonic() + 10
-    while (running := {pid for pid in workers if Path(f"/proc/{pid}").exists()}) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert running == set()
+    # An ended process pytest adopted stays in /proc until waited for (see tests/leftover_processes.py): not running.
+    wait_for(lambda: not still_running(workers), 10, "the worker processes to end")
