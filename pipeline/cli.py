@@ -31,6 +31,7 @@ from pipeline.metrics import serve_worker_metrics
 from pipeline.rerun import requeue_for_rerun
 from pipeline.worker import Pipeline, run_supervised
 from settings import Settings
+from settings.heap import freeze_startup_heap
 
 # The audit's libraries are the pia distribution's `audit` extra.
 AUDIT_INSTALL = "pip install 'pia[audit]' (in a checkout: uv sync --extra audit)"
@@ -72,6 +73,7 @@ def worker() -> None:
     if relay:
         relay.start()
     click.echo(f"pipeline worker {pipeline.worker_id} started", err=True)
+    freeze_startup_heap()
     run_supervised(pipeline, stop, wake, settings.worker_poll_seconds)
     orders.join()
     if relay:
