@@ -1,22 +1,27 @@
 """Per-request overhead: the authenticated cheap route `GET /v1/tenants/{t}/demand_planning/limits` against a bare
-Quart route returning the same JSON, both served by Hypercorn, driven by the same client for the same time.
+Quart route returning the same JSON (the floor), both served by Hypercorn, driven by the same client for the same
+time. Goal (issue 19): the floor's CPU per request over pia's at least 0.8.
 
     uv run python -m benchmarks.request_overhead --backend duckdb
     uv run python -m benchmarks.request_overhead --backend postgresql   # the server of PIA_TEST_POSTGRES_URL
 
 Each app runs in a Hypercorn process of its own with the same configuration (one worker, no access log: the log
-line would cost both the same). The client is one process of asyncio connections speaking HTTP/1.1 through h11
-with keep-alive, far lighter than httpx, because on two cores it competes with the server for CPU: the server
-gets one core and the client the other. Rounds alternate between the two servers so background load falls on
-both alike; the figure of each is its median round. Beside requests/s, each round reports the server process's
-CPU time per request (all its threads, from /proc), which other work on the machine disturbs far less. The
-benchmark client has a rate limit above anything the run can reach, so every request is counted by the limiter
-and answered 200.
+line would cost both the same). pia's is `pia serve`'s own code (serving.server.run, with the roles `pia serve`
+gives the backend); a second pia server differs only in leaving the collector unfrozen after start-up, which
+measures what `serving.heap.freeze_startup_heap` is worth. The client is one process of asyncio connections
+speaking HTTP/1.1 through h11 with keep-alive, far lighter than httpx, because on two cores it competes with the
+server for CPU: the server gets one core and the client the other. Rounds go round the servers so background load
+falls on all alike, after a warm-up; the figure of each is its median round. Beside requests/s, each round reports
+the server process's CPU time per request (all its threads, from /proc), which other work on the machine disturbs
+far less. The benchmark client has a rate limit above anything the run can reach, so every request is counted by
+the limiter and answered 200. On PostgreSQL the database's CPU per request (its backends: the client read, the
+audit rows' COPY) is reported beside the server's; it is not part of the ratio, which compares the API processes.
 """
 
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -33,6 +38,7 @@ from hypercorn.config import Config
 from quart import Quart, Response
 
 from benchmarks.databases import backend_database
+from benchmarks.measure import database_backends_cpu, database_cpu_since, load
 from contracts.limits import published_limits
 from db.clients import DEMAND_PLANNING_PERMISSION, update_client
 from db.engine import create_engine
@@ -43,6 +49,8 @@ from serving.admin import issue_client
 from settings import Settings
 
 UNREACHABLE_RATE_LIMIT = 10**9
+GOAL = 0.8  # the floor's CPU per request over pia's
+SERVERS = ("bare", "pia", "pia-unfrozen")
 
 
 def bare_app() -> Quart:
@@ -67,36 +75,39 @@ def _serve(app: Quart, port: int) -> None:
     asyncio.run(main())
 
 
-def _serve_pia(port: int) -> None:
-    from serving.app import create_app
+def _serve_pia(port: int, freeze_heap: bool) -> None:
+    from serving.roles import Roles
+    from serving.server import run as serve_pia
 
     settings = Settings()
-    app = create_app(settings, create_engine(settings), issuer=f"http://127.0.0.1:{port}",
-                     run_pipeline=settings.runs_inprocess_worker)
-    _serve(app, port)
+    serve_pia(settings, create_engine(settings), "127.0.0.1", port, Roles.of_serve(settings), freeze_heap=freeze_heap)
 
 
 async def _connection(port: int, path: str, token: str, stop_at: float, statuses: Counter) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    http = h11.Connection(h11.CLIENT)
+    """Requests one after another on a keep-alive connection, opening a new one when the server closes it
+    (Hypercorn does after keep_alive_max_requests, 1,000 by default)."""
     headers = [("Host", f"127.0.0.1:{port}"), ("Authorization", f"Bearer {token}")]
-    try:
-        while time.perf_counter() < stop_at:
-            writer.write(http.send(h11.Request(method="GET", target=path, headers=headers))
-                         + http.send(h11.EndOfMessage()))
-            status = 0
-            while True:
-                event = http.next_event()
-                if event is h11.NEED_DATA:
-                    http.receive_data(await reader.read(65536))
-                elif isinstance(event, h11.Response):
-                    status = event.status_code
-                elif isinstance(event, h11.EndOfMessage):
-                    break
-            statuses[status] += 1
-            http.start_next_cycle()
-    finally:
-        writer.close()
+    while time.perf_counter() < stop_at:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        http = h11.Connection(h11.CLIENT)
+        try:
+            while time.perf_counter() < stop_at and http.our_state is h11.IDLE:
+                writer.write(http.send(h11.Request(method="GET", target=path, headers=headers))
+                             + http.send(h11.EndOfMessage()))
+                status = 0
+                while True:
+                    event = http.next_event()
+                    if event is h11.NEED_DATA:
+                        http.receive_data(await reader.read(65536))
+                    elif isinstance(event, h11.Response):
+                        status = event.status_code
+                    elif isinstance(event, h11.EndOfMessage):
+                        break
+                statuses[status] += 1
+                if http.our_state is h11.DONE and http.their_state is h11.DONE:
+                    http.start_next_cycle()
+        finally:
+            writer.close()
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -152,37 +163,66 @@ def run(backend: str, database_url: str, data_dir: Path, seconds: float, rounds:
                                                   secret_key=secret_key))
     env = {**os.environ, "PIA_DATA_DIR": str(data_dir), "PIA_DATABASE_URL": database_url,
            "PIA_SECRET_KEY": secret_key}
-    bare_port, pia_port = 18500 + os.getpid() % 500, 19000 + os.getpid() % 500
-    servers = {"bare": _start("bare", bare_port, env), "pia": _start("pia", pia_port, env)}
+    envs = {kind: env for kind in SERVERS}
+    if backend == "duckdb":  # the DuckDB file is one process's: the second pia server gets a copy of the seeded one
+        shutil.copytree(data_dir, data_dir / "unfrozen", ignore=shutil.ignore_patterns("unfrozen"))
+        envs["pia-unfrozen"] = {**env, "PIA_DATA_DIR": str(data_dir / "unfrozen")}
+    ports = {kind: 17500 + 500 * number + os.getpid() % 500 for number, kind in enumerate(SERVERS)}
+    database = create_engine(Settings(database_url=database_url)) if backend == "postgresql" else None
+    servers: dict[str, subprocess.Popen] = {}
     try:
-        token = httpx.post(f"http://127.0.0.1:{pia_port}/oauth2/token", auth=(client_id, secret), data={
-            "grant_type": "client_credentials", "tenant_id": tenant_id}).json()["access_token"]
-        targets = {"bare": (bare_port, "/limits"),
-                   "pia": (pia_port, f"/v1/tenants/{tenant_id}/demand_planning/limits")}
-        rates: dict[str, list[float]] = {"bare": [], "pia": []}
-        costs: dict[str, list[float]] = {"bare": [], "pia": []}
-        for port, path in targets.values():  # warm-up: connections, caches, first-call imports
-            asyncio.run(_round(port, path, token, 1.0, connections))
+        for kind in SERVERS:
+            servers[kind] = _start(kind, ports[kind], envs[kind])
+        targets = {kind: f"/v1/tenants/{tenant_id}/demand_planning/limits" for kind in SERVERS} | {"bare": "/limits"}
+        tokens = {kind: _token(ports[kind], tenant_id, client_id, secret) for kind in SERVERS[1:]}
+        tokens["bare"] = tokens["pia"]  # the same request bytes; the bare route ignores the header
+        rates: dict[str, list[float]] = {kind: [] for kind in SERVERS}
+        costs: dict[str, list[float]] = {kind: [] for kind in SERVERS}
+        database_costs: list[float] = []
+        loads = [load()]
+        for kind in SERVERS:  # warm-up: connections, caches, first-call imports
+            asyncio.run(_round(ports[kind], targets[kind], tokens[kind], 1.0, connections))
         for round_number in range(rounds):
-            for kind, (port, path) in targets.items():
-                rate, cost, statuses = _measure(servers[kind], port, path, token, seconds, connections)
+            for kind in SERVERS:
+                database_before = database_backends_cpu(database) if database is not None else {}
+                rate, cost, statuses = _measure(servers[kind], ports[kind], targets[kind], tokens[kind], seconds,
+                                                connections)
                 assert set(statuses) == {200}, f"{kind}: {dict(statuses)}"
                 rates[kind].append(rate)
                 costs[kind].append(cost)
-                print(f"[{backend}] round {round_number + 1} {kind:4}: {rate:8,.0f} requests/s, "
-                      f"{cost:6,.0f} µs server CPU per request", flush=True)
+                line = f"[{backend}] round {round_number + 1} {kind:12}: {rate:8,.0f} requests/s, " \
+                       f"{cost:6,.0f} µs server CPU per request"
+                if database is not None and kind == "pia":
+                    database_costs.append(database_cpu_since(database, database_before) / statuses.total() * 1e6)
+                    line += f", PostgreSQL {database_costs[-1]:4,.0f} µs"
+                print(line, flush=True)
+            loads.append(load())
     finally:
         for process in servers.values():
             process.send_signal(signal.SIGTERM)
         for process in servers.values():
             process.wait(timeout=60)
-    bare, pia = statistics.median(rates["bare"]), statistics.median(rates["pia"])
-    bare_cost, pia_cost = statistics.median(costs["bare"]), statistics.median(costs["pia"])
-    print(f"[{backend}] medians of {rounds} rounds of {seconds:g} s, {connections} connections")
-    print(f"[{backend}] bare Quart route:           {bare:8,.0f} requests/s {bare_cost:6,.0f} µs CPU/request")
-    print(f"[{backend}] authenticated GET …/limits: {pia:8,.0f} requests/s {pia_cost:6,.0f} µs CPU/request")
-    print(f"[{backend}] authenticated / bare rate:  {pia / bare:8.2f} (target >= 0.50); "
-          f"by CPU per request: {bare_cost / pia_cost:.2f}")
+        if database is not None:
+            database.dispose()
+    rate, cost = ({kind: statistics.median(values[kind]) for kind in SERVERS} for values in (rates, costs))
+    print(f"[{backend}] medians of {rounds} rounds of {seconds:g} s, {connections} connections, "
+          f"load average {min(loads):.1f}–{max(loads):.1f}")
+    print(f"[{backend}] floor, bare Quart route:      {rate['bare']:8,.0f} requests/s {cost['bare']:6,.0f} µs "
+          "CPU/request")
+    database_cost = f" (+ PostgreSQL {statistics.median(database_costs):,.0f} µs)" if database_costs else ""
+    print(f"[{backend}] authenticated GET …/limits:    {rate['pia']:8,.0f} requests/s {cost['pia']:6,.0f} µs "
+          f"CPU/request{database_cost}")
+    print(f"[{backend}] … the collector left unfrozen: {rate['pia-unfrozen']:8,.0f} requests/s "
+          f"{cost['pia-unfrozen']:6,.0f} µs CPU/request")
+    ratio = cost["bare"] / cost["pia"]
+    print(f"[{backend}] goal: floor / pia by CPU per request >= {GOAL}: {ratio:.2f}, "
+          f"{'met' if ratio >= GOAL else 'missed'} (unfrozen {cost['bare'] / cost['pia-unfrozen']:.2f}; "
+          f"by requests/s {rate['pia'] / rate['bare']:.2f})")
+
+
+def _token(port: int, tenant_id: str, client_id: str, secret: str) -> str:
+    return httpx.post(f"http://127.0.0.1:{port}/oauth2/token", auth=(client_id, secret), data={
+        "grant_type": "client_credentials", "tenant_id": tenant_id}).json()["access_token"]
 
 
 def main() -> None:
@@ -191,13 +231,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="length of one round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
-    parser.add_argument("--serve", choices=["bare", "pia"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=SERVERS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve == "bare":
         return _serve(bare_app(), args.port)
-    if args.serve == "pia":
-        return _serve_pia(args.port)
+    if args.serve in ("pia", "pia-unfrozen"):
+        return _serve_pia(args.port, freeze_heap=args.serve == "pia")
     measure = (args.seconds, args.rounds, args.connections)
     with backend_database(args.backend) as (database_url, folder):
         run(args.backend, database_url, folder, *measure)

@@ -4,13 +4,15 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
+import psycopg
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from db.engine import is_duckdb
+from db.bulk import append_arrow
 from db.ids import new_id
 from db.schema import audit_events
 
@@ -28,8 +30,10 @@ CLOSE_SECONDS = 10.0
 PATH_CHARACTERS = audit_events.c.path.type.length
 
 
-@dataclass(frozen=True)
-class AuditEvent:
+class AuditEvent(NamedTuple):
+    """What a request leaves for the audit: a tuple, the cheapest record to build on the request path; its row id
+    is given when it is written."""
+
     tenant_id: str
     client_id: str
     token_id: str
@@ -39,31 +43,32 @@ class AuditEvent:
     status: int
     duration_ms: float
     time: datetime
-    id: str = field(default_factory=new_id)
 
-    def row(self) -> dict[str, object]:
-        # A path is as long as the client made it, and may carry a NUL (%00), which PostgreSQL text refuses.
-        return {**vars(self), "path": self.path[:PATH_CHARACTERS].replace("\x00", "\N{REPLACEMENT CHARACTER}")}
+
+_ARROW_TYPES = {"status": pa.int32(), "duration_ms": pa.float64(), "time": pa.timestamp("us", tz="UTC")}
 
 
 def insert_events(engine: sa.Engine, events: list[AuditEvent]) -> None:
-    """The events in one transaction, by one statement on DuckDB and multi-row INSERTs on PostgreSQL."""
-    rows = [event.row() for event in events]
+    """The events in one transaction and one statement: Arrow columns built at once, which DuckDB reads in place
+    and PostgreSQL takes by COPY (db.bulk.append_arrow)."""
+    columns = {name: pa.array(values, _ARROW_TYPES.get(name, pa.string()))
+               for name, values in zip(AuditEvent._fields, zip(*events, strict=True), strict=True)}
+    # A path is as long as the client made it, and may carry a NUL (%00), which PostgreSQL text refuses.
+    columns["path"] = pc.replace_substring(pc.utf8_slice_codeunits(columns["path"], 0, PATH_CHARACTERS),
+                                           "\x00", "\N{REPLACEMENT CHARACTER}")
+    rows = pa.table({"id": pa.array([new_id() for _ in events], pa.string()), **columns})
     with engine.begin() as conn:
-        if is_duckdb(engine):
-            # DuckDB runs an executemany row by row (0.2 ms each); it reads an Arrow table in one statement.
-            columns = [column.name for column in audit_events.c]
-            table = pa.table({name: [row[name] for row in rows] for name in columns})
-            raw = conn.connection.driver_connection
-            raw.register("audit_batch", table)
-            try:
-                names = ", ".join(columns)
-                conn.execute(sa.text(f"INSERT INTO audit_events ({names}) SELECT {names} FROM audit_batch"))
-            finally:
-                raw.unregister("audit_batch")
-        else:
-            # psycopg sends an executemany as multi-row INSERTs (SQLAlchemy's insertmanyvalues).
-            conn.execute(audit_events.insert(), rows)
+        append_arrow(conn, audit_events, rows)
+
+
+_DATABASE_ERRORS = (sa.exc.SQLAlchemyError, psycopg.Error)
+
+
+def _unreachable(error: Exception) -> bool:
+    """Whether the database could not be reached (as against refusing what it was sent). COPY runs on psycopg's own
+    cursor, so its errors come unwrapped by SQLAlchemy."""
+    return isinstance(error, sa.exc.OperationalError | sa.exc.InterfaceError
+                      | psycopg.OperationalError | psycopg.InterfaceError)
 
 
 def client_events(engine: sa.Engine, tenant_id: str, client_id: str, limit: int) -> list[sa.Row]:
@@ -165,7 +170,11 @@ class AuditWriter:
             try:
                 insert_events(self._engine, batch)
                 return
-            except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+            except _DATABASE_ERRORS as error:
+                if not _unreachable(error):
+                    # The database refused something in the batch: write the rows one by one, losing only the bad.
+                    self._write_one_by_one(batch)
+                    return
                 # The database cannot be reached: keep the batch and try again, until shutdown gives up.
                 self._gave_up = time.monotonic() >= self._give_up_at
                 if self._gave_up:
@@ -174,16 +183,12 @@ class AuditWriter:
                 self._report_dropped()
                 time.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_SECONDS)
-            except sa.exc.SQLAlchemyError:
-                # The database refused something in the batch: write the rows one by one, losing only the bad.
-                self._write_one_by_one(batch)
-                return
 
     def _write_one_by_one(self, batch: list[AuditEvent]) -> None:
         for event in batch:
             try:
                 insert_events(self._engine, [event])
-            except sa.exc.SQLAlchemyError:
+            except _DATABASE_ERRORS:
                 log.exception("audit: row of request %s refused by the database and lost", event.request_id)
 
     def _report_dropped(self) -> None:

@@ -140,17 +140,21 @@ def insert_rows(conn: sa.Connection, table: sa.Table, rows: Sequence[dict[str, A
     if len(rows) < _BULK_FROM_ROWS:
         conn.execute(table.insert(), list(rows))
         return
-    names = list(rows[0])
-    arrow = pa.Table.from_pylist(list(rows), schema=pa.schema([(name, _arrow_type(table.c[name].type))
-                                                                 for name in names]))
-    columns = ", ".join(f'"{name}"' for name in names)
+    append_arrow(conn, table, pa.Table.from_pylist(list(rows), schema=pa.schema(
+        [(name, _arrow_type(table.c[name].type)) for name in rows[0]])))
+
+
+def append_arrow(conn: sa.Connection, table: sa.Table, rows: pa.Table) -> None:
+    """Appends the rows (Arrow columns named as table's) to table in the connection's transaction, by one statement
+    whatever their number: DuckDB reads them in place, PostgreSQL takes them by COPY."""
+    columns = ", ".join(f'"{name}"' for name in rows.column_names)
     if not is_duckdb(conn.engine):
         # As CSV written in one vectorised pass: COPY's write_row adapts every value in Python (3× slower).
         with driver_connection(conn).cursor() as cursor, \
                 cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN (FORMAT csv)") as copy:
-            copy.write(pl.from_arrow(arrow).write_csv(include_header=False))
+            copy.write(pl.from_arrow(rows).write_csv(include_header=False))
         return
-    with staged(conn, arrow) as source:
+    with staged(conn, rows) as source:
         conn.execute(sa.text(f"INSERT INTO {table.name} ({columns}) SELECT {columns} FROM {source}"))
 
 

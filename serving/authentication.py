@@ -64,6 +64,8 @@ class Authenticator:
         """The API client, as read within the last `client_cache_seconds`."""
         key = (tenant_id, client_id)
         read = self._clients.get(key)
+        if read is not None and read.done() and not read.cancelled() and read.exception() is None:
+            return read.result()  # the common case, without a wait
         if read is None:
             self._clients[key] = read = asyncio.ensure_future(blocking(get_client, self._engine, tenant_id, client_id))
         try:

@@ -13,6 +13,7 @@ from db.order_processing import retry_policy, run_order_processor
 from events.relay import run_relay
 from pipeline.metrics import serve_worker_metrics
 from pipeline.worker import Pipeline, run_supervised
+from serving.heap import freeze_startup_heap
 from settings import Settings
 
 
@@ -43,6 +44,7 @@ def worker() -> None:
     if relay:
         relay.start()
     click.echo(f"pipeline worker {pipeline.worker_id} started", err=True)
+    freeze_startup_heap()
     run_supervised(pipeline, stop, wake, settings.worker_poll_seconds)
     orders.join()
     if relay:

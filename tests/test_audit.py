@@ -51,6 +51,32 @@ def test_rows_waiting_at_shutdown_are_written_before_the_server_stops(settings, 
     assert set(_written(engine, request_ids)) == set(request_ids)
 
 
+def test_every_field_of_a_batch_is_written_as_submitted(engine) -> None:
+    """A batch goes in as Arrow columns (DuckDB reads them, PostgreSQL takes them by COPY): each row whole, the path
+    cut to the column and NUL made U+FFFD on both backends, each row with an id of its own."""
+    long_path = "/v1/" + "x" * 2500
+    events = [_event(status=200 + n, duration_ms=n + 0.125, method="PUT" if n % 2 else "GET",
+                     path=long_path if n == 3 else "/v1/\x00" if n == 4 else f"/v1/{n}?q=é") for n in range(7)]
+    writer = AuditWriter(engine)
+    writer.start()
+    try:
+        for event in events:
+            writer.submit(event)
+        assert writer.flush(timeout=30)
+    finally:
+        writer.close()
+    written = _written(engine, [event.request_id for event in events])
+    for n, event in enumerate(events):
+        row = written[event.request_id]
+        expected_path = long_path[:2000] if n == 3 else "/v1/\N{REPLACEMENT CHARACTER}" if n == 4 else event.path
+        assert (row.tenant_id, row.client_id, row.token_id, row.method, row.path, row.status, row.duration_ms) == (
+            event.tenant_id, event.client_id, event.token_id, event.method, expected_path, event.status,
+            event.duration_ms)
+        assert row.time.replace(tzinfo=event.time.tzinfo) == event.time  # DuckDB hands back naive UTC
+        assert uuid.UUID(row.id).version == 7
+    assert len({row.id for row in written.values()}) == len(events)
+
+
 @pytest.fixture
 def missing_database() -> Iterator[tuple[sa.Engine, sa.Engine]]:
     """An engine on a PostgreSQL database that does not exist yet (every connection fails), and the server's

@@ -1,6 +1,7 @@
 """One error body everywhere, and a request id on every response."""
 
 import logging
+import socket
 import uuid
 
 import pytest
@@ -8,7 +9,7 @@ from quart import Blueprint
 
 from serving.app import create_app
 from settings import Settings
-from tests.conftest import bearer, client_of
+from tests.conftest import bearer, client_of, get_token
 
 
 def test_unknown_route_is_404_in_the_error_body(http) -> None:
@@ -74,3 +75,24 @@ def test_body_over_the_largest_limit_is_413_limit_exceeded(http) -> None:
     body = response.json()
     assert body["error"] == "LIMIT_EXCEEDED"
     assert body["details"] == {"limit": "maxRequestBytes", "max": 10_000_000, "received": 10_000_001}
+
+
+def test_a_body_the_route_never_reads_is_drained_and_the_connection_kept(server, http, world) -> None:
+    """One keep-alive connection: a GET carrying a body its route ignores, then requests without a body (no drain
+    needed, none waited for), all answered on the same socket."""
+    token = get_token(http, world, client_of(world, "demand_planning"))
+    path = f"/v1/tenants/{world['id']}/demand_planning/limits"
+    host, port = server.url.removeprefix("http://").split(":")
+    head = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        reader = connection.makefile("rb")
+        for request in (f"{head}Content-Length: 5\r\n\r\nhello", f"{head}\r\n", f"{head}Content-Length: 0\r\n\r\n"):
+            connection.sendall(request.encode())
+            status = reader.readline().split()[1]
+            headers = {}
+            while (line := reader.readline().decode().strip()):
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            body = reader.read(int(headers["content-length"]))
+            assert (status, headers.get("connection")) == (b"200", None), headers
+            assert b"maxItemsPerBatch" in body

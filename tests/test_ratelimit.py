@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from serving.app import create_app
 from serving.cli import main
-from serving.ratelimit import RollingWindowLimiter
+from serving.ratelimit import WINDOW_SECONDS, InProcessWindows, RollingWindowLimiter
 from tests.conftest import ENV, LiveServer, bearer, client_of, free_port, get_token, service_missing, wait_for
 
 REDIS_SERVER = Path("/usr/bin/redis-server")
@@ -61,6 +61,23 @@ def test_in_process_limiter_refuses_above_the_limit() -> None:
         return [(await limiter.hit("k", 2)).allowed for _ in range(3)]
 
     assert asyncio.run(scenario()) == [True, True, False]
+
+
+def test_in_process_window_rolls_request_by_request_and_forgets_idle_keys(monkeypatch) -> None:
+    monkeypatch.setattr("serving.ratelimit.SWEEP_EVERY_HITS", 6)
+    now = [1000.0]
+    windows = InProcessWindows(clock=lambda: now[0])
+    assert windows.hit("k", 2) == (True, 1, WINDOW_SECONDS)
+    now[0] += 10
+    assert windows.hit("k", 2) == (True, 0, WINDOW_SECONDS - 10)
+    refused = windows.hit("k", 2)  # not recorded: the window still holds the two requests
+    assert refused == (False, 0, WINDOW_SECONDS - 10)
+    now[0] += WINDOW_SECONDS - 10  # the first request leaves the window, the second stays
+    assert windows.hit("k", 2) == (True, 0, 10)
+    assert windows.hit("k", 3)[:2] == (True, 2)  # a new limit starts a window of its own, as `limits` keyed them
+    now[0] += WINDOW_SECONDS
+    windows.hit("other", 1)  # the 6th hit sweeps: both windows of "k" are a whole window old
+    assert set(windows._windows) == {("other", 1)}
 
 
 def test_api_replicas_share_the_count_through_redis() -> None:
