@@ -405,7 +405,7 @@ def main() -> None:
     if args.receive:
         receive(*args.receive)
     else:
-        run(args.profile, args.analyze)
+        run(args.profile, args.analyze, args.products)
 
 
 if __name__ == "__main__":
