@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import random
 import time
 from collections import Counter, deque
@@ -60,6 +61,8 @@ T = TypeVar("T")
 DestinationFactory = Callable[[DestinationSettings], Destination]
 # How often a store waiting out a backoff looks whether its destination was set again.
 DESTINATION_CHECK_SECONDS = 2.0
+# How long a read of the store's destination serves its attempts.
+DESTINATION_FRESH_SECONDS = 1.0
 # Transient failures of this many different entities' lanes with no success between: the destination looks down.
 STORE_DOWN_LANES = 3
 
@@ -131,6 +134,7 @@ class StoreDelivery:
         self.batch_size = shared.batch_size
         self._destination: Destination | None = None
         self._destination_version: datetime | None = None
+        self._destination_read_at = -math.inf  # time.monotonic() of the last read of the stored destination
         self._reading_destination = asyncio.Lock()  # lanes wanting it at once read and build it once
         self._one_at_a_time = asyncio.Lock()
         self._waiting = asyncio.Lock()  # one lane worker looks at the stored destination during a store's wait
@@ -147,8 +151,10 @@ class StoreDelivery:
 
     def entities_per_attempt(self) -> int:
         """A webhook's attempt carries one entity's events (POSTs go one after another); other destinations send a
-        batch at once and take as many entities as fit."""
-        return 1 if isinstance(self._destination, WebhookDestination) else self.batch_size
+        batch at once and take as many entities as fit. One while the destination was never read."""
+        if self._destination_read_at == -math.inf or isinstance(self._destination, WebhookDestination):
+            return 1
+        return self.batch_size
 
     def pause_after_error(self) -> float:
         return self._shared.retry.delay(1)
@@ -163,7 +169,7 @@ class StoreDelivery:
                 if await stopped_within(stop, min(remaining, DESTINATION_CHECK_SECONDS)):
                     return False
                 if await self._destination_set_again():
-                    self.ready_at = 0.0
+                    self.ready_at, self._destination_read_at = 0.0, -math.inf
         return not stop.is_set()
 
     async def _destination_set_again(self) -> bool:
@@ -245,11 +251,15 @@ class StoreDelivery:
             return await asyncio.to_thread(write, *args, **kwargs)
 
     async def _current_destination(self) -> Destination | None:
-        """The destination as stored now; built again when its settings changed since the last attempt (a lane's
-        POST still in flight on the old one fails as transient and goes again)."""
+        """The destination as stored at most DESTINATION_FRESH_SECONDS ago (a webhook's attempts are often one
+        event each: a read per attempt would cost more than the POST); built again when its settings changed (a
+        lane's POST still in flight on the old one fails as transient and goes again)."""
         async with self._reading_destination:
+            if time.monotonic() - self._destination_read_at < DESTINATION_FRESH_SECONDS:
+                return self._destination
             stored = await asyncio.to_thread(event_delivery.destination_settings, self._shared.engine,
                                              self._shared.box, self.store)
+            self._destination_read_at = time.monotonic()
             version = stored[1] if stored else None
             if version != self._destination_version or (stored is None) != (self._destination is None):
                 await self.close()
@@ -329,11 +339,10 @@ class OutboxSource:
         except Exception:
             log.exception("claiming eCom store %s failed", store.ecom_store_id)
             return
-        held_ids: set[str] = set()
-        lanes = self._deliveries.lanes(store, lambda settled: held_ids.difference_update(
-            held.event.event_id for held in settled))
+        held = _HeldRows()
+        lanes = self._deliveries.lanes(store, held.settled)
         try:
-            await self._read_into(lanes, held_ids, store, stop)
+            await self._read_into(lanes, held, store, stop)
         except Exception:  # a bug or a lost database: logged, and the next poll starts the store again
             log.exception("delivery to eCom store %s failed", store.ecom_store_id)
         finally:
@@ -341,7 +350,7 @@ class OutboxSource:
             with contextlib.suppress(Exception):
                 await self._claims.release(store)
 
-    async def _read_into(self, lanes: StoreLanes, held_ids: set[str], store: StoreKey, stop: asyncio.Event) -> None:
+    async def _read_into(self, lanes: StoreLanes, held: "_HeldRows", store: StoreKey, stop: asyncio.Event) -> None:
         """Read the store's rows in event_id order, a page at a time, while its lanes have room; once caught up,
         read again from the oldest undelivered row (skipping those held), so that a row committed late with a
         lower id is not passed by. Returns when nothing is held and nothing is left."""
@@ -351,17 +360,40 @@ class OutboxSource:
             if room <= 0:  # the lanes are full: wait for them to drain
                 await stopped_within(stop, FLUSH_SECONDS)
                 continue
+            held.settled_meanwhile = set()
             page = await asyncio.to_thread(event_delivery.undelivered, engine, store, room, after)
             for event in page:
-                if event.event_id not in held_ids:
-                    held_ids.add(event.event_id)
+                if held.is_new(event.event_id):
                     lanes.add(Held(event))
                     added += 1
-            if not page and not held_ids:
+            held.settled_meanwhile = None
+            if not page and not held.ids:
                 return
             after = page[-1].event_id if len(page) == room else None  # caught up: from the oldest again
             if not added:
                 await stopped_within(stop, self._poll_seconds)
+
+
+class _HeldRows:
+    """The event ids of a store's outbox rows in its lanes. A row settled while a page was being read may be in
+    that page as it was before: it is not taken again."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.settled_meanwhile: set[str] | None = None  # while a read is under way
+
+    def settled(self, settled: Sequence[Held]) -> None:
+        ids = {held.event.event_id for held in settled}
+        self.ids -= ids
+        if self.settled_meanwhile is not None:
+            self.settled_meanwhile |= ids
+
+    def is_new(self, event_id: str) -> bool:
+        """Whether a row read is not held yet (and now is)."""
+        if event_id in self.ids or event_id in (self.settled_meanwhile or ()):
+            return False
+        self.ids.add(event_id)
+        return True
 
 
 @dataclass

@@ -100,7 +100,7 @@ def test_delete_discards_the_backlog_and_answers_404_when_none_is_set(engine, ht
     assert http.put(url, json=hook, headers=headers).status_code == 200
     delivered, dead, waiting = write(engine, store, 1), write(engine, store, 1), write(engine, store, 3)
     mark_delivered(engine, store, delivered)
-    record_failure(engine, store, dead[0], "HTTP 410", counted=True, credentials_refused=False)
+    record_failure(engine, store, dead[0], "HTTP 410", answer="410", counted=True, credentials_refused=False)
     dead_letter(engine, store, dead[0])
     others = write(engine, other, 2)
 
