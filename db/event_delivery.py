@@ -95,6 +95,12 @@ def _unsettled(store: StoreKey, event_ids: Sequence[str]) -> sa.ColumnElement[bo
                    sa.func.coalesce(outbox.c.delivered_time, outbox.c.dead_letter_time).is_(None))
 
 
+def still_open(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> set[str]:
+    """Which of these events of the store are still to deliver (not delivered, discarded nor dead-lettered)."""
+    with engine.connect() as conn:
+        return set(conn.scalars(sa.select(outbox.c.event_id).where(_unsettled(store, event_ids))))
+
+
 def _set_state(conn: sa.Connection, store: StoreKey, values: dict[str, Any]) -> None:
     """Update the store's delivery state (values may refer to its columns), creating it on first use."""
     update = (states.update().where(states.c.tenant_id == store.tenant_id,

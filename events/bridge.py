@@ -34,7 +34,7 @@ import random
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -135,6 +135,7 @@ class StoreDelivery:
         self._destination: Destination | None = None
         self._destination_version: datetime | None = None
         self._destination_read_at = -math.inf  # time.monotonic() of the last read of the stored destination
+        self._destination_changed_at = -math.inf  # when a read found it changed (or removed, or set)
         self._reading_destination = asyncio.Lock()  # lanes wanting it at once read and build it once
         self._one_at_a_time = asyncio.Lock()
         self._waiting = asyncio.Lock()  # one lane worker looks at the stored destination during a store's wait
@@ -188,17 +189,33 @@ class StoreDelivery:
             # Not the events' fault: the store waits as for refused credentials, until the destination is fixed.
             return await self._failed(batch, DeliveryFailed(f"destination unusable: {error}", transient=False,
                                                             credentials=True, answer="destination unusable"))
+        gone = await self._settled_elsewhere(batch)
+        if gone:
+            batch = [held for held in batch if held not in gone]
         if destination is None:
             await self._write(event_delivery.discard, self._shared.engine, self.store,
                               [held.event.event_id for held in batch])
-            return Outcome(settled=len(batch), delivered=0)
+            return Outcome(settled=len(batch), delivered=0, gone=gone)
         try:
             async with self._turn(destination):
                 await destination.deliver([held.event for held in batch])
         except DeliveryFailed as failure:
-            return await self._failed(batch, failure)
+            return replace(await self._failed(batch, failure), gone=gone)
         self._succeeded(batch)
-        return Outcome(settled=len(batch), delivered=len(batch))
+        return Outcome(settled=len(batch), delivered=len(batch), gone=gone)
+
+    async def _settled_elsewhere(self, batch: Sequence[Held]) -> list[Held]:
+        """Events held since before the destination last changed whose rows are settled: removing a destination
+        discards the store's backlog, and a destination set later must not get it. Looked up only then."""
+        unchecked = [held for held in batch if held.checked_at < self._destination_changed_at]
+        if not unchecked:
+            return []
+        still = await asyncio.to_thread(event_delivery.still_open, self._shared.engine, self.store,
+                                        [held.event.event_id for held in unchecked])
+        now = time.monotonic()
+        for held in unchecked:
+            held.checked_at = now
+        return [held for held in unchecked if held.event.event_id not in still]
 
     def _succeeded(self, delivered: Sequence[Held]) -> None:
         if delivered:
@@ -253,15 +270,18 @@ class StoreDelivery:
     async def _current_destination(self) -> Destination | None:
         """The destination as stored at most DESTINATION_FRESH_SECONDS ago (a webhook's attempts are often one
         event each: a read per attempt would cost more than the POST); built again when its settings changed (a
-        lane's POST still in flight on the old one fails as transient and goes again)."""
+        lane's POST still in flight on the old one fails as transient and goes again). None is always read afresh:
+        discarding cannot be undone, and a destination set a moment ago must get the events written since."""
         async with self._reading_destination:
-            if time.monotonic() - self._destination_read_at < DESTINATION_FRESH_SECONDS:
+            fresh = time.monotonic() - self._destination_read_at < DESTINATION_FRESH_SECONDS
+            if fresh and self._destination is not None:
                 return self._destination
             stored = await asyncio.to_thread(event_delivery.destination_settings, self._shared.engine,
                                              self._shared.box, self.store)
             self._destination_read_at = time.monotonic()
             version = stored[1] if stored else None
             if version != self._destination_version or (stored is None) != (self._destination is None):
+                self._destination_changed_at = time.monotonic()
                 await self.close()
                 self._destination = self._shared.destination_factory(stored[0]) if stored else None
                 self._destination_version = version

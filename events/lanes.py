@@ -6,11 +6,11 @@ once, so an entity whose event is being retried, or whose POST hangs, holds up o
 whose event failed for a while waits out its own backoff; the store as a whole waits only when its destination
 refuses the credentials or looks down (events/bridge.py, StoreDelivery).
 
-Delivered events are marked in the database in bulk (every FLUSH_SECONDS, or a batch's worth at once), not one
-write per attempt: a webhook's attempt is often one event (one entity's), and a write each would cost more than
-the POST. The source hears of an event only once its outcome is written (`settled`), so a crash before that sends
-it again (at least once), never loses it. `held` counts the events added and not yet settled: what the source
-bounds (Kafka pauses fetching, the outbox reader reads no further).
+Delivered events are marked in the database in bulk (every FLUSH_SECONDS, a batch's worth at once, or as soon as
+no other lane is ready), not one write per attempt: a webhook's attempt is often one event (one entity's), and a
+write each would cost more than the POST. The source hears of an event only once its outcome is written
+(`settled`), so a crash before that sends it again (at least once), never loses it. `held` counts the events
+added and not yet settled: what the source bounds (Kafka pauses fetching, the outbox reader reads no further).
 """
 
 import asyncio
@@ -38,6 +38,7 @@ class Held:
 
     event: OutgoingEvent
     source: Any = None
+    checked_at: float = field(default_factory=time.monotonic)  # when it was last known to be still to deliver
 
     @property
     def key(self) -> str:
@@ -54,13 +55,15 @@ class Lane:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What became of an attempt's events, from the front: the first `delivered` were accepted (to be marked),
-    the ones up to `settled` were dead-lettered or discarded (already written); the one after waits `wait` seconds
+    """What became of an attempt's events. `gone`: settled elsewhere meanwhile (discarded with a removed
+    destination), not sent; of the others, from the front: the first `delivered` were accepted (to be marked), the
+    ones up to `settled` were dead-lettered or discarded (already written); the one after waits `wait` seconds
     before its lane tries again (None: it may go again at once, or after the store's wait)."""
 
     settled: int
     delivered: int
     wait: float | None = None
+    gone: Sequence[Held] = ()
 
 
 class StoreLanes:
@@ -158,6 +161,14 @@ class StoreLanes:
 
     async def _apply(self, batch: list[Held], outcome: Outcome) -> None:
         now = time.monotonic()
+        if outcome.gone:
+            for held in outcome.gone:
+                self._lanes[held.key].queue.remove(held)
+            self._release(outcome.gone)
+            for key in {held.key for held in batch}:
+                self._lanes[key].in_flight = 0
+            gone = set(outcome.gone)
+            batch = [held for held in batch if held not in gone]
         for held in batch[:outcome.settled]:
             lane = self._lanes[held.key]
             if lane.queue and lane.queue[0] is held:
@@ -172,7 +183,8 @@ class StoreLanes:
         self._delivered.extend(batch[:outcome.delivered])
         self._release(batch[outcome.delivered:outcome.settled])
         self._nudge.set()
-        if len(self._delivered) >= self._delivery.batch_size:
+        # Marked in bulk while other lanes wait their turn; at once when none does (the store caught up).
+        if len(self._delivered) >= self._delivery.batch_size or not self._ready:
             await self._flush()
 
     async def _flush_now_and_then(self) -> None:
