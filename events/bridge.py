@@ -196,11 +196,13 @@ class StoreDelivery:
             await self._write(event_delivery.discard, self._shared.engine, self.store,
                               [held.event.event_id for held in batch])
             return Outcome(settled=len(batch), delivered=0, gone=gone)
-        try:
-            async with self._turn(destination):
+        async with self._turn(destination):  # a failure is settled within the turn: the next sees the store's wait
+            if self.ready_at > time.monotonic():  # the attempt before this one's turn made the store wait
+                return Outcome(settled=0, delivered=0, gone=gone)
+            try:
                 await destination.deliver([held.event for held in batch])
-        except DeliveryFailed as failure:
-            return replace(await self._failed(batch, failure), gone=gone)
+            except DeliveryFailed as failure:
+                return replace(await self._failed(batch, failure), gone=gone)
         self._succeeded(batch)
         return Outcome(settled=len(batch), delivered=len(batch), gone=gone)
 
