@@ -288,12 +288,14 @@ def postgres_store(own_store: tuple[Settings, sa.Engine], backend: str) -> tuple
 class BridgeProcess:
     """A `pia bridge` subprocess, its log in a file."""
 
-    def __init__(self, settings: Settings, kafka: KafkaBroker, topic: str, log_path: Path) -> None:  # noqa: F811
+    def __init__(self, settings: Settings, kafka: KafkaBroker, topic: str, log_path: Path,  # noqa: F811
+                 **overrides: str) -> None:
+        """`overrides`: PIA_* settings of its own (quick retries and small batches unless given)."""
         env = {**os.environ, "PIA_DATABASE_URL": settings.database_url, "PIA_DATA_DIR": str(settings.data_dir),
                "PIA_SECRET_KEY": settings.secret_key.get_secret_value(),
                "PIA_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "PIA_KAFKA_TOPIC": topic,
                "PIA_KAFKA_GROUP_ID": f"group-{topic}", "PIA_BRIDGE_RETRY_BASE_SECONDS": "0.05",
-               "PIA_BRIDGE_RETRY_MAX_SECONDS": "0.2", "PIA_BRIDGE_BATCH_SIZE": "20"}
+               "PIA_BRIDGE_RETRY_MAX_SECONDS": "0.2", "PIA_BRIDGE_BATCH_SIZE": "20", **overrides}
         self.log_path = log_path
         self._log = log_path.open("w")
         self.process = subprocess.Popen([PIA, "bridge"], env=env, stdout=self._log, stderr=subprocess.STDOUT)
