@@ -192,7 +192,9 @@ class StoreDelivery:
         gone = await self._settled_elsewhere(batch)
         if gone:
             batch = [held for held in batch if held not in gone]
+            self._backing_off.difference_update(held.key for held in gone)
         if destination is None:
+            self._backing_off.difference_update(held.key for held in batch)
             await self._write(event_delivery.discard, self._shared.engine, self.store,
                               [held.event.event_id for held in batch])
             return Outcome(settled=len(batch), delivered=0, gone=gone)
