@@ -189,7 +189,8 @@ class StoreDelivery:
             # Not the events' fault: the store waits as for refused credentials, until the destination is fixed.
             return await self._failed(batch, DeliveryFailed(f"destination unusable: {error}", transient=False,
                                                             credentials=True, answer="destination unusable"))
-        gone = await self._settled_elsewhere(batch)
+        changed = self._destination_changed_at
+        gone = await self._settled_elsewhere(batch) if any(held.checked_at < changed for held in batch) else []
         if gone:
             batch = [held for held in batch if held not in gone]
             self._backing_off.difference_update(held.key for held in gone)
@@ -276,9 +277,11 @@ class StoreDelivery:
         event each: a read per attempt would cost more than the POST); built again when its settings changed (a
         lane's POST still in flight on the old one fails as transient and goes again). None is always read afresh:
         discarding cannot be undone, and a destination set a moment ago must get the events written since."""
+        if self._destination is not None and time.monotonic() - self._destination_read_at < DESTINATION_FRESH_SECONDS:
+            return self._destination
         async with self._reading_destination:
             fresh = time.monotonic() - self._destination_read_at < DESTINATION_FRESH_SECONDS
-            if fresh and self._destination is not None:
+            if fresh and self._destination is not None:  # read by the lane that held the lock meanwhile
                 return self._destination
             stored = await asyncio.to_thread(event_delivery.destination_settings, self._shared.engine,
                                              self._shared.box, self.store)

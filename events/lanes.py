@@ -7,10 +7,11 @@ whose event failed for a while waits out its own backoff; the store as a whole w
 refuses the credentials or looks down (events/bridge.py, StoreDelivery).
 
 Delivered events are marked in the database in bulk (every FLUSH_SECONDS, a batch's worth at once, or as soon as
-no other lane is ready), not one write per attempt: a webhook's attempt is often one event (one entity's), and a
-write each would cost more than the POST. The source hears of an event only once its outcome is written
-(`settled`), so a crash before that sends it again (at least once), never loses it. `held` counts the events
-added and not yet settled: what the source bounds (Kafka pauses fetching, the outbox reader reads no further).
+no attempt is under way nor waiting), not one write per attempt: a webhook's attempt is often one event (one
+entity's), and a write each would cost more than the POST. The source hears of an event only once its outcome is
+written (`settled`), so a crash before that sends it again (at least once), never loses it. `held` counts the
+events added and not yet settled: what the source bounds (Kafka pauses fetching, the outbox reader reads no
+further).
 """
 
 import asyncio
@@ -75,8 +76,10 @@ class StoreLanes:
         self._lanes: dict[str, Lane] = {}
         self._ready: deque[str] = deque()
         self._waiting: list[tuple[float, str]] = []  # heap of lanes in backoff, by when they may go again
-        self._nudge = asyncio.Event()
+        # Idle workers, each waiting on a future of its own: a lane that becomes ready wakes one, not all of them.
+        self._idle: deque[asyncio.Future[None]] = deque()
         self._delivered: list[Held] = []  # accepted, not yet marked
+        self._attempting = 0  # attempts under way
         self._tasks = [asyncio.create_task(self._work(), name=f"bridge {delivery.store.ecom_store_id} lane worker")
                        for _ in range(workers)]
         self._tasks.append(asyncio.create_task(self._flush_now_and_then(),
@@ -90,7 +93,6 @@ class StoreLanes:
             lane = self._lanes[held.key] = Lane()
         lane.queue.append(held)
         self._list(held.key, lane, time.monotonic())
-        self._nudge.set()
 
     def drop(self, unwanted: Callable[[Held], bool]) -> None:
         """Forget the waiting events `unwanted` picks (Kafka: a revoked partition's, which its next owner reads
@@ -104,6 +106,8 @@ class StoreLanes:
     async def close(self) -> None:
         """Stop the workers (an attempt under way ends first) and mark what was delivered."""
         self._stop.set()
+        while self._idle:
+            _wake(self._idle.popleft())
         await asyncio.gather(*self._tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
             await self._flush()
@@ -116,6 +120,9 @@ class StoreLanes:
             heapq.heappush(self._waiting, (lane.ready_at, key))
         else:
             self._ready.append(key)
+        while self._idle:  # one idle worker takes it (or, for a lane in backoff, times its wake-up again)
+            if _wake(self._idle.popleft()):
+                break
 
     def _forget_if_idle(self, key: str, lane: Lane) -> None:
         if not lane.queue and not lane.in_flight:
@@ -140,8 +147,17 @@ class StoreLanes:
             batch.extend(lane.queue[n] for n in range(lane.in_flight))
         return batch
 
-    def _next_wake(self) -> float | None:
-        return self._waiting[0][0] - time.monotonic() if self._waiting else None
+    async def _idle_until_woken(self) -> None:
+        """Wait until a lane becomes ready, the first lane in backoff may go again, or close()."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._idle.append(waiter)
+        timer = (asyncio.get_running_loop().call_later(self._waiting[0][0] - time.monotonic(), _wake, waiter)
+                 if self._waiting else None)
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     async def _work(self) -> None:
         while not self._stop.is_set():
@@ -149,14 +165,16 @@ class StoreLanes:
                 return
             batch = self._take()
             if not batch:
-                self._nudge.clear()
-                await _woken(self._nudge, self._stop, self._next_wake())
+                await self._idle_until_woken()
                 continue
+            self._attempting += 1
             try:
                 outcome = await self._delivery.attempt(batch)
             except Exception:  # a bug or a lost database: logged, the events go again after a pause
                 log.exception("delivery to eCom store %s failed", self._delivery.store.ecom_store_id)
                 outcome = Outcome(0, 0, self._delivery.pause_after_error())
+            finally:
+                self._attempting -= 1
             await self._apply(batch, outcome)
 
     async def _apply(self, batch: list[Held], outcome: Outcome) -> None:
@@ -182,9 +200,8 @@ class StoreLanes:
             self._forget_if_idle(key, lane)
         self._delivered.extend(batch[:outcome.delivered])
         self._release(batch[outcome.delivered:outcome.settled])
-        self._nudge.set()
-        # Marked in bulk while other lanes wait their turn; at once when none does (the store caught up).
-        if len(self._delivered) >= self._delivery.batch_size or not self._ready:
+        # Marked in bulk while other attempts go on; at once when none does and none waits (the store caught up).
+        if len(self._delivered) >= self._delivery.batch_size or not (self._ready or self._attempting):
             await self._flush()
 
     async def _flush_now_and_then(self) -> None:
@@ -213,14 +230,12 @@ class StoreLanes:
             self._settled(settled)
 
 
-async def _woken(nudge: asyncio.Event, stop: asyncio.Event, timeout: float | None) -> None:
-    """Wait for a nudge, the stop, or `timeout` seconds (None: no limit)."""
-    waits = [asyncio.ensure_future(nudge.wait()), asyncio.ensure_future(stop.wait())]
-    try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in waits:
-            waiting.cancel()
+def _wake(waiter: asyncio.Future[None]) -> bool:
+    """Wake an idle worker; False when it was woken already (its timer ran out)."""
+    if waiter.done():
+        return False
+    waiter.set_result(None)
+    return True
 
 
 async def stopped_within(stop: asyncio.Event, seconds: float) -> bool:

@@ -162,8 +162,9 @@ async def test_embedded_bridge_delivers_every_row_once_in_order_per_entity(
                                                     None).body())
     for store_id, event_ids in expected.items():
         state = delivery_state(engine, tenant_id, store_id)
-        assert (state.last_delivered_event_id, state.consecutive_failures, state.credentials_refused) == (
-            event_ids[-1], 0, False)
+        # Lanes go side by side: the last one marked is one of the store's events, not necessarily its last.
+        assert state.last_delivered_event_id in event_ids
+        assert (state.consecutive_failures, state.credentials_refused, state.lanes_in_backoff) == (0, False, 0)
 
 
 async def test_a_receiver_failing_for_a_while_gets_everything_after_backoff(
