@@ -33,20 +33,21 @@ log = logging.getLogger("pia.bridge")
 FLUSH_SECONDS = 0.1  # how long a delivered event may wait to be marked (and its Kafka offset to be committable)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Held:
-    """An event in its lane, with what its source settles it by (Kafka: partition and offset)."""
+    """An event in its lane (`key`: its entity), with what its source settles it by (Kafka: partition and
+    offset)."""
 
     event: OutgoingEvent
     source: Any = None
     checked_at: float = field(default_factory=time.monotonic)  # when it was last known to be still to deliver
+    key: str = field(init=False)
 
-    @property
-    def key(self) -> str:
-        return self.event.entity_id or ""
+    def __post_init__(self) -> None:
+        self.key = self.event.entity_id or ""
 
 
-@dataclass
+@dataclass(slots=True)
 class Lane:
     queue: deque[Held] = field(default_factory=deque)
     in_flight: int = 0  # its first events that an attempt under way carries
@@ -161,7 +162,7 @@ class StoreLanes:
 
     async def _work(self) -> None:
         while not self._stop.is_set():
-            if not await self._delivery.wait_until_ready(self._stop):
+            if self._delivery.ready_at > time.monotonic() and not await self._delivery.wait_until_ready(self._stop):
                 return
             batch = self._take()
             if not batch:
