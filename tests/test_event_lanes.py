@@ -59,7 +59,8 @@ def write(engine: sa.Engine, tenant_id: str, store_id: str, entities: list[str],
             pair_events(conn, tenant_id, subjects.PRODUCT_UPDATED, [(store_id, entity) for entity in entities])
     with engine.connect() as conn:
         rows = conn.execute(sa.select(event_outbox.c.event_id, event_outbox.c.entity_id)
-                            .where(event_outbox.c.tenant_id == tenant_id).order_by(event_outbox.c.event_id)).all()
+                            .where(event_outbox.c.tenant_id == tenant_id, event_outbox.c.ecom_store_id == store_id)
+                            .order_by(event_outbox.c.event_id)).all()
     written: dict[str, list[str]] = {entity: [] for entity in entities}
     for event_id, entity_id in rows:
         written[entity_id].append(event_id)
@@ -164,3 +165,43 @@ async def test_a_receiver_hanging_on_one_entity_holds_up_only_that_entity(
             if delivery.body["entityId"] == stuck] == written[stuck]
     row = rows(engine, tenant_id)[written[stuck][0]]
     assert row.attempts == 1 and row.last_answer == "503" and row.delivered_time is not None
+
+
+async def test_two_outbox_bridges_on_postgresql_take_turns_per_store(
+        own_store: tuple[Settings, sa.Engine], backend: str, receiver: WebhookReceiver) -> None:
+    """`pia bridge` without Kafka, twice on one PostgreSQL database: a store is claimed (a session advisory lock)
+    by one process at a time, so each event goes out once and each entity's in order."""
+    if backend != "postgresql":
+        pytest.skip("several bridge processes share PostgreSQL only (the DuckDB file has one process)")
+    settings, engine = own_store
+    settings = settings.model_copy(update={"bridge_poll_seconds": 0.05, "bridge_batch_size": 10})
+    tenant_id = create_tenant(engine, f"lanes {new_id()}", is_test=False)
+    store_ids = [new_id() for _ in range(4)]
+    with engine.begin() as conn:
+        conn.execute(ecom_stores.insert(), [{"id": store_id, "tenant_id": tenant_id, "company_id": new_id(),
+                                             "number": f"E{n}", "name": "shop", "released": True}
+                                            for n, store_id in enumerate(store_ids)])
+    for store_id in store_ids:
+        set_destination(engine, secret_box(settings), tenant_id, store_id, DestinationSettings(
+            kind="WEBHOOK", endpoint=receiver.url, entity_path=None, shared_access_key_name=None, secret=SECRET))
+    written = {store_id: write(engine, tenant_id, store_id, [new_id() for _ in range(10)], rounds=5)
+               for store_id in store_ids}
+    every = {event_id for of_store in written.values() for ids in of_store.values() for event_id in ids}
+    receiver.slow_down(0.002)  # deliveries overlap the other bridge's polls
+    other_engine = sa.create_engine(engine.url)  # a second process's own sessions, and so its own claims
+    bridges = [RunningBridge(settings, engine), RunningBridge(settings, other_engine)]
+    try:
+        await bridges[0].within(30.0, lambda: receiver.event_ids() >= every, "every event")
+        await bridges[0].within(30.0, lambda: all(row.delivered_time for row in rows(engine, tenant_id).values()),
+                                "every row marked delivered")
+    finally:
+        for bridge in bridges:
+            await bridge.stop()
+        other_engine.dispose()
+
+    arrived = [delivery.webhook_id for delivery in receiver.deliveries]
+    assert len(arrived) == len(set(arrived)) == len(every)  # once each: no store was delivered by both at once
+    for of_store in written.values():
+        for entity, event_ids in of_store.items():
+            assert [delivery.webhook_id for delivery in receiver.deliveries
+                    if delivery.body["entityId"] == entity] == event_ids
