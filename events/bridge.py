@@ -135,6 +135,7 @@ class StoreDelivery:
         self._destination: Destination | None = None
         self._destination_version: datetime | None = None
         self._destination_read_at = -math.inf  # time.monotonic() of the last read of the stored destination
+        self._destination_known = False  # read at least once
         self._destination_changed_at = -math.inf  # when a read found it changed (or removed, or set)
         self._reading_destination = asyncio.Lock()  # lanes wanting it at once read and build it once
         self._one_at_a_time = asyncio.Lock()
@@ -153,7 +154,7 @@ class StoreDelivery:
     def entities_per_attempt(self) -> int:
         """A webhook's attempt carries one entity's events (POSTs go one after another); other destinations send a
         batch at once and take as many entities as fit. One while the destination was never read."""
-        if self._destination_read_at == -math.inf or isinstance(self._destination, WebhookDestination):
+        if not self._destination_known or isinstance(self._destination, WebhookDestination):
             return 1
         return self.batch_size
 
@@ -285,13 +286,14 @@ class StoreDelivery:
                 return self._destination
             stored = await asyncio.to_thread(event_delivery.destination_settings, self._shared.engine,
                                              self._shared.box, self.store)
-            self._destination_read_at = time.monotonic()
             version = stored[1] if stored else None
             if version != self._destination_version or (stored is None) != (self._destination is None):
-                self._destination_changed_at = time.monotonic()
+                if self._destination_known:  # a change since the last read: held events may be discarded
+                    self._destination_changed_at = time.monotonic()
                 await self.close()
                 self._destination = self._shared.destination_factory(stored[0]) if stored else None
                 self._destination_version = version
+            self._destination_read_at, self._destination_known = time.monotonic(), True
             return self._destination
 
     async def close(self) -> None:
