@@ -134,15 +134,15 @@ class StoreLanes:
         entity's would wait behind a hanging one), several entities' for a destination that sends a batch at once."""
         now = time.monotonic()
         while self._waiting and self._waiting[0][0] <= now:
-            _, key = heapq.heappop(self._waiting)
-            if key in self._lanes:
-                self._ready.append(key)
+            self._ready.append(heapq.heappop(self._waiting)[1])
         size, entities = self._delivery.next_batch_size(), self._delivery.entities_per_attempt()
         batch: list[Held] = []
         while self._ready and len(batch) < size and entities > 0:
             key = self._ready.popleft()
             lane = self._lanes.get(key)
-            if lane is None:
+            # Entries outlive what they listed (a lane dropped with a revoked partition, listed again since): only
+            # a lane still listed and due is taken, once.
+            if lane is None or not lane.listed or lane.ready_at > now:
                 continue
             lane.listed, lane.in_flight, entities = False, min(len(lane.queue), size - len(batch)), entities - 1
             batch.extend(lane.queue[n] for n in range(lane.in_flight))
