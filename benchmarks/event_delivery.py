@@ -5,6 +5,7 @@ messages (no database, no sink) in the same run.
     uv run python -m benchmarks.event_delivery            # the PostgreSQL server of PIA_TEST_POSTGRES_URL
     uv run python -m benchmarks.event_delivery --profile /tmp/prof   # cProfile of the worker and the bridge
     uv run python -m benchmarks.event_delivery --analyze   # ANALYZE event_outbox right after the trigger
+    uv run python -m benchmarks.event_delivery --products 4000   # a smaller catalogue: 20,000 events
 
 --analyze stands in for autovacuum's ANALYZE, which a server with autovacuum off (the test server) never runs and
 a production server runs only up to autovacuum_naptime later: until then PostgreSQL plans the bridge's UPDATE of
@@ -41,6 +42,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from benchmarks import catalogue_read
 from benchmarks.catalogue_read import seed
 from benchmarks.databases import scratch_postgres_url
 from contracts.event_message import OutgoingEvent
@@ -333,7 +335,8 @@ def deliver(settings: Settings, broker: Broker, receiver: subprocess.Popen, tena
         engine.dispose()
 
 
-def run(profile: Path | None, analyze: bool) -> None:
+def run(profile: Path | None, analyze: bool, products: int) -> None:
+    catalogue_read.PRODUCTS = products  # the seed's catalogue size; every SKU of it is one event
     with scratch_postgres_url() as database_url, tempfile.TemporaryDirectory(prefix="pia-bench-") as temporary:
         folder = Path(temporary)
         settings = Settings(data_dir=folder, database_url=database_url, secret_key=new_secret_key())
@@ -395,12 +398,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", type=Path, help="write cProfile output of pia worker and pia bridge here")
     parser.add_argument("--analyze", action="store_true", help="ANALYZE event_outbox right after the trigger")
+    parser.add_argument("--products", type=int, default=catalogue_read.PRODUCTS,
+                        help=f"products of the catalogue, {catalogue_read.SKUS_PER_PRODUCT} SKUs (events) each")
     parser.add_argument("--receive", nargs=2, type=int, metavar=("PORT", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.receive:
         receive(*args.receive)
     else:
-        run(args.profile, args.analyze)
+        run(args.profile, args.analyze, args.products)
 
 
 if __name__ == "__main__":

@@ -307,6 +307,19 @@ class EventDeliveryState(Shape):
     ecomStoreId: Id
     backlog: int = Field(description="Events still to deliver: neither delivered nor dead-lettered.")
     deadLetters: int = Field(description="Events the bridge gave up on; list and replay them under dead_letters.")
+    deadLettersByAnswer: dict[str, int] = Field(
+        examples=[{"410": 3, "timeout": 1}],
+        description="The dead letters counted by their last answer: an HTTP status, `timeout`, `unreachable`, "
+                    "`entity not found`, `message too large`, … (`unrecorded`: dead-lettered before answers were "
+                    "kept). A permanent answer (a 4xx other than 401/403/408/429, a redirect, an unknown entity, a "
+                    "message too large) dead-letters the event after one attempt.")
+    oldestUndeliveredTime: Instant | None = Field(description="When the change behind the oldest event still to "
+                                                              "deliver was made; null when none waits.")
+    oldestUndeliveredAgeSeconds: float | None = Field(description="How long ago that was, in seconds; null when "
+                                                                  "none waits.")
+    lanesInBackoff: int = Field(description="Entities whose last attempt failed and that wait out a backoff before "
+                                            "trying again (their later events wait behind them; other entities' do "
+                                            "not), as of the bridge's last write.")
     lastDeliveredEventId: Id | None
     lastDeliveredTime: Instant | None
     consecutiveFailures: int = Field(description="Failed deliveries since the last success.")

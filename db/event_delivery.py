@@ -2,7 +2,8 @@
 
 An eCom store's rows are delivered in event_id order (UUIDv7: commit order within a store). A delivered row keeps
 its delivered_time; a failed attempt counts on the row (attempts, last_error) and on the store's
-event_delivery_state (consecutive failures, whether its credentials were refused), which operators read. Writes
+event_delivery_state (consecutive failures, whether its credentials were refused, how many of its entities wait
+out a backoff), which operators read. Writes
 to rows already delivered or dead-lettered change nothing, so a duplicate delivery (Kafka after a rebalance)
 never moves a first delivery's time.
 """
@@ -49,22 +50,34 @@ def stores_with_undelivered(engine: sa.Engine) -> list[StoreKey]:
             "the bridge's poll serves every tenant's eCom stores"))]
 
 
-def undelivered(engine: sa.Engine, store: StoreKey, limit: int) -> list[OutgoingEvent]:
-    """The store's next rows to deliver, oldest first."""
+def undelivered(engine: sa.Engine, store: StoreKey, limit: int, after: str | None = None) -> list[OutgoingEvent]:
+    """The store's next rows to deliver, oldest first (those after the event id `after`, when given): a page."""
+    query = (sa.select(outbox.c.event_id, outbox.c.subject, outbox.c.entity_id, outbox.c.datetime, outbox.c.metadata)
+             .where(_open(store)).order_by(outbox.c.event_id).limit(limit))
+    if after is not None:
+        query = query.where(outbox.c.event_id > after)
     with engine.connect() as conn:
-        rows = conn.execute(sa.select(outbox.c.event_id, outbox.c.subject, outbox.c.entity_id, outbox.c.datetime,
-                                      outbox.c.metadata)
-                            .where(_open(store)).order_by(outbox.c.event_id).limit(limit))
+        rows = conn.execute(query)
         return [OutgoingEvent.of_outbox_row(row) for row in rows]
 
 
+def _claim_key(store: StoreKey) -> sa.ColumnElement[int]:
+    return sa.func.hashtextextended(f"pia:bridge:{store.tenant_id}:{store.ecom_store_id}", 0)
+
+
 def claim_store(conn: sa.Connection, store: StoreKey) -> bool:
-    """Take the store for the rest of `conn`'s transaction, so that no other bridge process delivers its rows at
-    the same time (PostgreSQL: a transaction-level advisory lock, not waited for). DuckDB's file has one process."""
+    """Take the store for as long as `conn`'s session lasts or until released, so that no other bridge process
+    delivers its rows at the same time (PostgreSQL: a session advisory lock, not waited for; `conn` in autocommit).
+    DuckDB's file has one process."""
     if is_duckdb(conn.engine):
         return True
-    return bool(conn.scalar(sa.select(sa.func.pg_try_advisory_xact_lock(
-        sa.func.hashtextextended(f"pia:bridge:{store.tenant_id}:{store.ecom_store_id}", 0)))))
+    return bool(conn.scalar(sa.select(sa.func.pg_try_advisory_lock(_claim_key(store)))))
+
+
+def release_store(conn: sa.Connection, store: StoreKey) -> None:
+    """Let other bridge processes deliver the store again."""
+    if not is_duckdb(conn.engine):
+        conn.scalar(sa.select(sa.func.pg_advisory_unlock(_claim_key(store))))
 
 
 def with_ids(event_ids: Sequence[str]) -> sa.ColumnElement[bool]:
@@ -82,6 +95,12 @@ def _unsettled(store: StoreKey, event_ids: Sequence[str]) -> sa.ColumnElement[bo
                    sa.func.coalesce(outbox.c.delivered_time, outbox.c.dead_letter_time).is_(None))
 
 
+def still_open(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> set[str]:
+    """Which of these events of the store are still to deliver (not delivered, discarded nor dead-lettered)."""
+    with engine.connect() as conn:
+        return set(conn.scalars(sa.select(outbox.c.event_id).where(_unsettled(store, event_ids))))
+
+
 def _set_state(conn: sa.Connection, store: StoreKey, values: dict[str, Any]) -> None:
     """Update the store's delivery state (values may refer to its columns), creating it on first use."""
     update = (states.update().where(states.c.tenant_id == store.tenant_id,
@@ -93,14 +112,15 @@ def _set_state(conn: sa.Connection, store: StoreKey, values: dict[str, Any]) -> 
         conn.execute(update)
 
 
-def mark_delivered(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> None:
+def mark_delivered(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str], *, lanes_in_backoff: int = 0) -> None:
     """The destination accepted these events (in this order): the last is the store's last delivered, and its
-    failures are behind it."""
+    failures are behind it, but for the `lanes_in_backoff` entities still waiting to try again."""
     now = utc_now()
     with engine.begin() as conn:
         conn.execute(outbox.update().where(_unsettled(store, event_ids)).values(delivered_time=now))
         _set_state(conn, store, {"last_delivered_event_id": event_ids[-1], "last_delivered_time": now,
-                                 "consecutive_failures": 0, "last_error": None, "credentials_refused": False})
+                                 "consecutive_failures": 0, "last_error": None, "credentials_refused": False,
+                                 "lanes_in_backoff": lanes_in_backoff})
 
 
 def discard(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> None:
@@ -120,18 +140,20 @@ def _discard(conn: sa.Connection, store: StoreKey, rows: sa.ColumnElement[bool])
         _set_state(conn, store, {"last_error": NO_DESTINATION})
 
 
-def record_failure(engine: sa.Engine, store: StoreKey, event_id: str, error: str, *, counted: bool,
-                   credentials_refused: bool) -> int:
-    """A failed attempt to deliver `event_id`; returns the event's attempts so far. `counted`: the attempt counts
+def record_failure(engine: sa.Engine, store: StoreKey, event_id: str, error: str, *, answer: str, counted: bool,
+                   credentials_refused: bool, lanes_in_backoff: int = 0) -> int:
+    """A failed attempt to deliver `event_id`; returns the event's attempts so far. `error` says what happened,
+    `answer` is its short form that dead letters are counted by ("410", "timeout"). `counted`: the attempt counts
     towards the dead letter (a refusal of the credentials does not: the event is not at fault)."""
     now = utc_now()
     with engine.begin() as conn:
-        values: dict[str, Any] = {"last_error": error}
+        values: dict[str, Any] = {"last_error": error, "last_answer": answer}
         if counted:
             values["attempts"] = outbox.c.attempts + 1
         conn.execute(outbox.update().where(_unsettled(store, [event_id])).values(values))
         _set_state(conn, store, {"consecutive_failures": states.c.consecutive_failures + 1, "last_error": error,
-                                 "last_failure_time": now, "credentials_refused": credentials_refused})
+                                 "last_failure_time": now, "credentials_refused": credentials_refused,
+                                 "lanes_in_backoff": lanes_in_backoff})
         return conn.scalar(sa.select(outbox.c.attempts).where(outbox.c.tenant_id == store.tenant_id,
                                                               outbox.c.ecom_store_id == store.ecom_store_id,
                                                               outbox.c.event_id == event_id)) or 0

@@ -29,6 +29,15 @@ def _count_of_store_rows(condition: sa.ColumnElement[bool]) -> sa.ScalarSelect[i
 _BACKLOG = _count_of_store_rows(sa.and_(event_outbox.c.delivered_time.is_(None),
                                         event_outbox.c.dead_letter_time.is_(None)))
 _DEAD_LETTERS = _count_of_store_rows(event_outbox.c.dead_letter_time.is_not(None))
+# When the change behind the store's oldest event still to deliver was made: first in event_id order, as the
+# partial index of undelivered rows (PostgreSQL) holds them, so the one row is read, not the backlog.
+_OLDEST_UNDELIVERED = (sa.select(event_outbox.c.datetime)
+                       .where(event_outbox.c.tenant_id == ecom_stores.c.tenant_id,
+                              event_outbox.c.ecom_store_id == ecom_stores.c.id,
+                              event_outbox.c.delivered_time.is_(None), event_outbox.c.dead_letter_time.is_(None))
+                       .order_by(event_outbox.c.event_id).limit(1).scalar_subquery())
+# Dead letters from before answers were recorded (migration 0015) are counted under this answer.
+UNRECORDED_ANSWER = "unrecorded"
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,7 @@ class StoreCounts:
     ecom_store_id: str
     backlog: int
     dead_letters: int
+    oldest_undelivered: datetime | None
 
 
 @dataclass(frozen=True)
@@ -44,12 +54,15 @@ class DeliveryState:
     ecom_store_id: str
     backlog: int
     dead_letters: int
+    oldest_undelivered: datetime | None
     last_delivered_event_id: str | None
     last_delivered_time: datetime | None
     consecutive_failures: int
     last_error: str | None
     last_failure_time: datetime | None
     credentials_refused: bool
+    lanes_in_backoff: int  # as of the bridge's last write
+    dead_letters_by_answer: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -82,8 +95,9 @@ class HourOfDelivery:
 
 
 def _counts() -> sa.Select:
-    """Backlog and dead letters per eCom store, every store listed (refine with a where clause)."""
-    return (sa.select(ecom_stores.c.tenant_id, ecom_stores.c.id, _BACKLOG, _DEAD_LETTERS)
+    """Backlog, dead letters and the oldest undelivered event per eCom store, every store listed (refine with a
+    where clause)."""
+    return (sa.select(ecom_stores.c.tenant_id, ecom_stores.c.id, _BACKLOG, _DEAD_LETTERS, _OLDEST_UNDELIVERED)
             .order_by(ecom_stores.c.tenant_id, ecom_stores.c.id))
 
 
@@ -110,10 +124,17 @@ def delivery_state(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> Del
             event_delivery_state.c.last_delivered_event_id, event_delivery_state.c.last_delivered_time,
             event_delivery_state.c.consecutive_failures, event_delivery_state.c.last_error,
             event_delivery_state.c.last_failure_time, event_delivery_state.c.credentials_refused,
+            event_delivery_state.c.lanes_in_backoff,
         ).where(event_delivery_state.c.tenant_id == tenant_id,
                 event_delivery_state.c.ecom_store_id == ecom_store_id)).first()
-    record = state or (None, None, 0, None, None, False)
-    return DeliveryState(ecom_store_id, counts[2], counts[3], *record)
+        answer = sa.func.coalesce(event_outbox.c.last_answer, UNRECORDED_ANSWER)
+        by_answer = dict(conn.execute(
+            sa.select(answer, sa.func.count())
+            .where(event_outbox.c.tenant_id == tenant_id, event_outbox.c.ecom_store_id == ecom_store_id,
+                   event_outbox.c.dead_letter_time.is_not(None))
+            .group_by(answer).order_by(answer)).all())
+    record = state or (None, None, 0, None, None, False, 0)
+    return DeliveryState(ecom_store_id, counts[2], counts[3], counts[4], *record, by_answer)
 
 
 def dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str, *, after: str | None, limit: int,
@@ -152,7 +173,7 @@ def replay_dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str,
         if not _store_exists(conn, tenant_id, ecom_store_id):
             return None
         replayed = conn.execute(event_outbox.update().where(*condition).values(
-            dead_letter_time=None, attempts=0, last_error=None, published_time=None))
+            dead_letter_time=None, attempts=0, last_error=None, last_answer=None, published_time=None))
         return replayed.rowcount
 
 

@@ -413,6 +413,8 @@ event_outbox = sa.Table(
     # Failed delivery attempts so far, the last failure, and when the bridge gave up (the dead letters).
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     sa.Column("last_error", sa.Text),
+    # The last failure's answer in short ("410", "timeout", "entity not found"): what dead letters are counted by.
+    sa.Column("last_answer", sa.String(64)),
     _instant("dead_letter_time", nullable=True),
 )
 # Every index costs each of trigger_events' 100,000 rows, so only what readers need, and on PostgreSQL partial
@@ -441,6 +443,8 @@ event_delivery_state = sa.Table(
     _instant("last_failure_time", nullable=True),
     # The destination refused the credentials: retried only slowly until the back office fixes them.
     sa.Column("credentials_refused", sa.Boolean, nullable=False, server_default=sa.false()),
+    # Entities (lanes) whose last attempt failed and that wait out a backoff, as of the bridge's last write.
+    sa.Column("lanes_in_backoff", sa.Integer, nullable=False, server_default="0"),
     _instant("modified_time"),
 )
 

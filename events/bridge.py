@@ -1,32 +1,40 @@
 """The bridge: change events to each eCom store's destination (its Service Bus entity or webhook), at least once.
 
-Each eCom store has its own delivery (`StoreDelivery`), fed by one or more lanes (`Lane`): each lane's events go
-out in the order read, in batches of up to bridge_batch_size, one batch at a time. From Kafka a store has up to
-bridge_webhook_concurrency lanes, an event's lane chosen by its Kafka key (eCom store and entity), so one entity's
-events keep their order while the store's webhook gets several POSTs at once; from the outbox a store is one lane.
-A failure waits out an exponential backoff with jitter on that store alone (all its lanes), so a failing store
-never holds up another. A failed batch is retried one event at a time in its lane, so the attempts and the dead
-letter land on the event at fault; after bridge_max_attempts counted attempts the event is dead-lettered and the
-store moves on. A refusal of the credentials is reported in the store's state and tried again only every
-bridge_credentials_retry_seconds, without counting towards the attempts. A store without a destination has its
-events discarded (NO_DESTINATION). Destinations are built from the stored settings and rebuilt when they change.
+Each eCom store's events wait in lanes by entity (events/lanes.py) and go out in order per entity, several entities
+at once (up to bridge_webhook_concurrency attempts per store), through the store's `StoreDelivery`: its destination,
+what a failure means and what is written. A failure is classified by the destination (events/delivery.py):
+- permanent (a webhook's 4xx other than 401/403/408/429, a redirect; Service Bus's unknown entity, a message too
+  large): the event is dead-lettered after that one attempt, its answer recorded, and its lane goes on;
+- transient (5xx, 408, 429, a timeout, a connection failure): its lane alone waits out an exponential backoff with
+  jitter, and after bridge_max_attempts counted attempts the event is dead-lettered; when the lanes of
+  STORE_DOWN_LANES different entities fail with no success between, the destination looks down and the whole store
+  waits too, so a receiver that is down is not hammered once per entity;
+- credentials refused: reported in the store's state and tried again only every bridge_credentials_retry_seconds,
+  the whole store waiting, without counting towards the attempts.
+A failed batch whose event at fault is unknown (Service Bus sends a batch at once) is tried one event at a time,
+so the attempts and the dead letter land on that event. A store without a destination has its events discarded
+(NO_DESTINATION). Destinations are built from the stored settings, with bridge_attempt_timeout_seconds as the
+bound of each attempt (each POST), and rebuilt when they change.
 
-Two sources feed the deliveries:
-- `KafkaSource` (Kafka mode): a consumer group on settings.kafka_topic; an offset is committed per partition only
-  up to the first event not yet delivered or dead-lettered, so a crash or a rebalance re-reads, never skips.
-- `OutboxSource` (embedded mode): the outbox itself, polled; on PostgreSQL each attempt claims the store, so
-  that several bridge processes never deliver one store at once.
+Two sources feed the lanes, each holding at most bridge_max_held_events of a store's events at once:
+- `KafkaSource` (Kafka mode): a consumer group on settings.kafka_topic; a partition whose records fill a store's
+  lanes beyond the bound is paused until they drain to half of it; an offset is committed per partition only up to
+  the first event not yet delivered or dead-lettered, so a crash or a rebalance re-reads, never skips.
+- `OutboxSource` (embedded mode): the outbox itself, read by pages as the lanes drain; on PostgreSQL a bridge
+  process claims a store (a session advisory lock) for as long as it holds the store's events, so that several
+  bridge processes never deliver one store at once.
 """
 
 import asyncio
 import contextlib
+import functools
 import logging
+import math
 import random
 import time
-import zlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -39,9 +47,11 @@ from aiokafka.errors import KafkaError
 from contracts.event_message import OutgoingEvent
 from db import event_delivery
 from db.destinations import DestinationSettings, get_destination
+from db.engine import is_duckdb
 from db.event_delivery import StoreKey
 from db.secrets import SecretBox, SecretKeyError, secret_box
 from events.delivery import DeliveryFailed, Destination
+from events.lanes import FLUSH_SECONDS, Held, Outcome, StoreLanes, stopped_within
 from events.servicebus import ServiceBusDestination
 from events.webhook import WebhookDestination
 from settings import Settings
@@ -49,19 +59,19 @@ from settings import Settings
 log = logging.getLogger("pia.bridge")
 T = TypeVar("T")
 DestinationFactory = Callable[[DestinationSettings], Destination]
-# Outbox mode on PostgreSQL: each delivery in flight holds a pooled connection for its claim, so only this many
-# stores are delivered at once per process (the others wait their turn, they are not blocked by a failing one:
-# backoff waits hold no claim).
-OUTBOX_CONCURRENT_STORES = 8
 # How often a store waiting out a backoff looks whether its destination was set again.
 DESTINATION_CHECK_SECONDS = 2.0
+# How long a read of the store's destination serves its attempts.
+DESTINATION_FRESH_SECONDS = 1.0
+# Transient failures of this many different entities' lanes with no success between: the destination looks down.
+STORE_DOWN_LANES = 3
 
 
-def build_destination(settings: DestinationSettings) -> Destination:
-    """The default destination factory: the stored kind's destination."""
+def build_destination(settings: DestinationSettings, timeout: float = 10.0) -> Destination:
+    """The default destination factory: the stored kind's destination, each attempt bounded by `timeout`."""
     if settings.kind == "WEBHOOK":
-        return WebhookDestination(settings)
-    return ServiceBusDestination.from_settings(settings)
+        return WebhookDestination(settings, timeout=timeout)
+    return ServiceBusDestination.from_settings(settings, timeout_seconds=timeout)
 
 
 @dataclass(frozen=True)
@@ -77,8 +87,8 @@ class RetryPolicy:
                    settings.bridge_credentials_retry_seconds)
 
     def delay(self, attempts: int) -> float:
-        """Equal jitter: between half and all of base·2^(attempts−1), capped, so stores failing together (one
-        receiver down) do not all come back at the same instant."""
+        """Equal jitter: between half and all of base·2^(attempts−1), capped, so lanes and stores failing together
+        (one receiver down) do not all come back at the same instant."""
         step = min(self.max_seconds, self.base_seconds * 2 ** (max(attempts, 1) - 1))
         return step / 2 + random.uniform(0, step / 2)
 
@@ -86,60 +96,82 @@ class RetryPolicy:
 class Deliveries:
     """What every store's delivery shares: the database, the secret box, the destination factory, the policy."""
 
-    def __init__(self, engine: sa.Engine, box: SecretBox, retry: RetryPolicy, batch_size: int, lanes: int,
-                 destination_factory: DestinationFactory = build_destination) -> None:
-        self.engine, self.box, self.retry, self.batch_size, self.lanes = engine, box, retry, batch_size, lanes
+    def __init__(self, engine: sa.Engine, box: SecretBox, retry: RetryPolicy, batch_size: int, workers: int,
+                 max_held: int, destination_factory: DestinationFactory = build_destination) -> None:
+        self.engine, self.box, self.retry, self.batch_size = engine, box, retry, batch_size
+        self.workers, self.max_held = workers, max_held
         self.destination_factory = destination_factory
         self._stores: dict[StoreKey, StoreDelivery] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: sa.Engine,
-                      destination_factory: DestinationFactory = build_destination) -> "Deliveries":
+                      destination_factory: DestinationFactory | None = None) -> "Deliveries":
+        factory = destination_factory or functools.partial(build_destination,
+                                                           timeout=settings.bridge_attempt_timeout_seconds)
         return cls(engine, secret_box(settings), RetryPolicy.from_settings(settings), settings.bridge_batch_size,
-                   settings.bridge_webhook_concurrency, destination_factory)
+                   settings.bridge_webhook_concurrency, settings.bridge_max_held_events, factory)
 
     def of(self, store: StoreKey) -> "StoreDelivery":
         if store not in self._stores:
             self._stores[store] = StoreDelivery(self, store)
         return self._stores[store]
 
+    def lanes(self, store: StoreKey, settled: Callable[[Sequence[Held]], None]) -> StoreLanes:
+        """New lanes for the store, telling `settled` of each event whose outcome is written."""
+        return StoreLanes(self.of(store), self.workers, settled)
+
     async def close(self) -> None:
         for delivery in self._stores.values():
             await delivery.close()
 
 
-@dataclass
-class Lane:
-    """A run of one store's events that must go out in order, one attempt at a time."""
-
-    singles_left: int = 0  # events after a failed batch, sent one at a time to find the one at fault
-
-
 class StoreDelivery:
-    """One eCom store's delivery: its destination and when it may try again, shared by the store's lanes."""
+    """One eCom store's delivery: its destination, when the store as a whole may try again, what its failures
+    mean, and the writes of their outcome."""
 
     def __init__(self, shared: Deliveries, store: StoreKey) -> None:
         self._shared, self.store = shared, store
+        self.batch_size = shared.batch_size
         self._destination: Destination | None = None
         self._destination_version: datetime | None = None
+        self._destination_read_at = -math.inf  # time.monotonic() of the last read of the stored destination
+        self._destination_known = False  # read at least once
+        self._destination_changed_at = -math.inf  # when a read found it changed (or removed, or set)
         self._reading_destination = asyncio.Lock()  # lanes wanting it at once read and build it once
         self._one_at_a_time = asyncio.Lock()
+        self._waiting = asyncio.Lock()  # one lane worker looks at the stored destination during a store's wait
         # The lanes' writes each update the store's event_delivery_state row: one at a time, or DuckDB refuses the
         # second as a conflict (PostgreSQL would only make it wait).
         self._writing = asyncio.Lock()
-        self.ready_at = 0.0  # time.monotonic() before which it waits (backoff)
+        self.ready_at = 0.0  # time.monotonic() before which the whole store waits
+        self._singles_left = 0  # events after a failed batch, sent one at a time to find the one at fault
+        self._backing_off: set[str] = set()  # lanes (entity keys) whose last attempt failed transiently
+        self._failed_since_success: set[str] = set()
 
-    def next_batch_size(self, lane: Lane) -> int:
-        return 1 if lane.singles_left else self._shared.batch_size
+    def next_batch_size(self) -> int:
+        return 1 if self._singles_left else self.batch_size
+
+    def entities_per_attempt(self) -> int:
+        """A webhook's attempt carries one entity's events (POSTs go one after another); other destinations send a
+        batch at once and take as many entities as fit. One while the destination was never read."""
+        if not self._destination_known or isinstance(self._destination, WebhookDestination):
+            return 1
+        return self.batch_size
+
+    def pause_after_error(self) -> float:
+        return self._shared.retry.delay(1)
 
     async def wait_until_ready(self, stop: asyncio.Event) -> bool:
-        """Wait out the backoff; False when stopped meanwhile. A destination set again meanwhile (a fixed key, a new
-        address) ends the wait, so an operator's fix is tried at once, not after the credentials' long wait."""
-        while (remaining := self.ready_at - time.monotonic()) > 0:
-            if await _stopped_within(stop, min(remaining, DESTINATION_CHECK_SECONDS)):
-                return False
-            if await self._destination_set_again():
-                self.ready_at = 0.0
+        """Wait out the store's wait; False when stopped meanwhile. A destination set again meanwhile (a fixed key, a
+        new address) ends the wait, so an operator's fix is tried at once, not after the credentials' long wait."""
+        if self.ready_at <= time.monotonic():
+            return not stop.is_set()
+        async with self._waiting:
+            while (remaining := self.ready_at - time.monotonic()) > 0:
+                if await stopped_within(stop, min(remaining, DESTINATION_CHECK_SECONDS)):
+                    return False
+                if await self._destination_set_again():
+                    self.ready_at, self._destination_read_at = 0.0, -math.inf
         return not stop.is_set()
 
     async def _destination_set_again(self) -> bool:
@@ -148,49 +180,87 @@ class StoreDelivery:
         version = stored.modified_time if stored else None
         return self._destination_version is not None and version != self._destination_version
 
-    async def attempt(self, lane: Lane, events: Sequence[OutgoingEvent]) -> int:
-        """One try at the events (the lane's next ones, in order, at most next_batch_size(lane)); returns how many
-        of them are settled (delivered, discarded or dead-lettered) from the front."""
-        engine, store = self._shared.engine, self.store
+    async def attempt(self, batch: Sequence[Held]) -> Outcome:
+        """One try at a lane's next events (or several lanes', each lane's in order): what became of them."""
+        if self._singles_left:
+            self._singles_left -= 1
         try:
             destination = await self._current_destination()
         except (SecretKeyError, ValueError) as error:  # unreadable secret, incomplete settings: nothing to send with
-            return await self._failed(lane, events, DeliveryFailed(f"destination unusable: {error}",
-                                                                   transient=False))
+            # Not the events' fault: the store waits as for refused credentials, until the destination is fixed.
+            return await self._failed(batch, DeliveryFailed(f"destination unusable: {error}", transient=False,
+                                                            credentials=True, answer="destination unusable"))
+        changed = self._destination_changed_at
+        gone = await self._settled_elsewhere(batch) if any(held.checked_at < changed for held in batch) else []
+        if gone:
+            batch = [held for held in batch if held not in gone]
+            self._backing_off.difference_update(held.key for held in gone)
         if destination is None:
-            await self._write(event_delivery.discard, engine, store, [event.event_id for event in events])
-            return len(events)
-        try:
-            async with self._turn(destination):
-                await destination.deliver(events)
-        except DeliveryFailed as failure:
-            return await self._failed(lane, events, failure)
-        await self._write(event_delivery.mark_delivered, engine, store, [event.event_id for event in events])
-        lane.singles_left = max(0, lane.singles_left - len(events))
-        return len(events)
+            self._backing_off.difference_update(held.key for held in batch)
+            await self._write(event_delivery.discard, self._shared.engine, self.store,
+                              [held.event.event_id for held in batch])
+            return Outcome(settled=len(batch), delivered=0, gone=gone)
+        async with self._turn(destination):  # a failure is settled within the turn: the next sees the store's wait
+            if self.ready_at > time.monotonic():  # the attempt before this one's turn made the store wait
+                return Outcome(settled=0, delivered=0, gone=gone)
+            try:
+                await destination.deliver([held.event for held in batch])
+            except DeliveryFailed as failure:
+                return replace(await self._failed(batch, failure), gone=gone)
+        self._succeeded(batch)
+        return Outcome(settled=len(batch), delivered=len(batch), gone=gone)
 
-    async def _failed(self, lane: Lane, events: Sequence[OutgoingEvent], failure: DeliveryFailed) -> int:
-        retry = self._shared.retry
-        if len(events) > 1:  # which one is at fault is unknown: try them one by one, at once
-            lane.singles_left = len(events)
-            return 0
-        (event,) = events
-        attempts = await self._write(event_delivery.record_failure, self._shared.engine, self.store,
-                                     event.event_id, str(failure), counted=not failure.credentials,
-                                     credentials_refused=failure.credentials)
+    async def _settled_elsewhere(self, batch: Sequence[Held]) -> list[Held]:
+        """Events held since before the destination last changed whose rows are settled: removing a destination
+        discards the store's backlog, and a destination set later must not get it. Looked up only then."""
+        unchecked = [held for held in batch if held.checked_at < self._destination_changed_at]
+        if not unchecked:
+            return []
+        still = await asyncio.to_thread(event_delivery.still_open, self._shared.engine, self.store,
+                                        [held.event.event_id for held in unchecked])
+        now = time.monotonic()
+        for held in unchecked:
+            held.checked_at = now
+        return [held for held in unchecked if held.event.event_id not in still]
+
+    def _succeeded(self, delivered: Sequence[Held]) -> None:
+        if delivered:
+            self._failed_since_success.clear()
+            self._backing_off.difference_update(held.key for held in delivered)
+
+    async def _failed(self, batch: Sequence[Held], failure: DeliveryFailed) -> Outcome:
+        at = failure.delivered if failure.delivered is not None else 0 if len(batch) == 1 else None
+        if at is None:  # which one is at fault is unknown: try them one by one, at once
+            self._singles_left = len(batch)
+            return Outcome(settled=0, delivered=0)
+        self._succeeded(batch[:at])
+        held, retry = batch[at], self._shared.retry
+        counted = not failure.credentials
+        if failure.transient:
+            self._backing_off.add(held.key)
+        attempts = await self._write(
+            event_delivery.record_failure, self._shared.engine, self.store, held.event.event_id, str(failure),
+            answer=failure.answer, counted=counted, credentials_refused=failure.credentials,
+            lanes_in_backoff=len(self._backing_off))
         if failure.credentials:
             log.warning("eCom store %s refused the credentials; trying again in %s s: %s", self.store.ecom_store_id,
                         retry.credentials_seconds, failure)
             self.ready_at = time.monotonic() + retry.credentials_seconds
-            return 0
-        if attempts >= retry.max_attempts:
-            log.warning("event %s of eCom store %s dead-lettered after %s attempts: %s", event.event_id,
+            return Outcome(settled=at, delivered=at)
+        if not failure.transient or attempts >= retry.max_attempts:
+            log.warning("event %s of eCom store %s dead-lettered after %s attempt(s): %s", held.event.event_id,
                         self.store.ecom_store_id, attempts, failure)
-            await self._write(event_delivery.dead_letter, self._shared.engine, self.store, event.event_id)
-            lane.singles_left = max(0, lane.singles_left - 1)
-            return 1
-        self.ready_at = time.monotonic() + retry.delay(attempts)
-        return 0
+            self._backing_off.discard(held.key)
+            await self._write(event_delivery.dead_letter, self._shared.engine, self.store, held.event.event_id)
+            return Outcome(settled=at + 1, delivered=at)
+        self._failed_since_success.add(held.key)
+        if len(self._failed_since_success) >= STORE_DOWN_LANES:  # not one entity's trouble: the destination's
+            self.ready_at = time.monotonic() + retry.delay(len(self._failed_since_success) - STORE_DOWN_LANES + 1)
+        return Outcome(settled=at, delivered=at, wait=retry.delay(attempts))
+
+    async def mark_delivered(self, delivered: Sequence[Held]) -> None:
+        await self._write(event_delivery.mark_delivered, self._shared.engine, self.store,
+                          [held.event.event_id for held in delivered], lanes_in_backoff=len(self._backing_off))
 
     def _turn(self, destination: Destination) -> contextlib.AbstractAsyncContextManager[Any]:
         """Webhooks take the lanes' POSTs at once; other destinations one attempt at a time (Service Bus: one SDK
@@ -204,16 +274,26 @@ class StoreDelivery:
             return await asyncio.to_thread(write, *args, **kwargs)
 
     async def _current_destination(self) -> Destination | None:
-        """The destination as stored now; built again when its settings changed since the last attempt (a lane's
-        POST still in flight on the old one fails as transient and goes again)."""
+        """The destination as stored at most DESTINATION_FRESH_SECONDS ago (a webhook's attempts are often one
+        event each: a read per attempt would cost more than the POST); built again when its settings changed (a
+        lane's POST still in flight on the old one fails as transient and goes again). None is always read afresh:
+        discarding cannot be undone, and a destination set a moment ago must get the events written since."""
+        if self._destination is not None and time.monotonic() - self._destination_read_at < DESTINATION_FRESH_SECONDS:
+            return self._destination
         async with self._reading_destination:
+            fresh = time.monotonic() - self._destination_read_at < DESTINATION_FRESH_SECONDS
+            if fresh and self._destination is not None:  # read by the lane that held the lock meanwhile
+                return self._destination
             stored = await asyncio.to_thread(event_delivery.destination_settings, self._shared.engine,
                                              self._shared.box, self.store)
             version = stored[1] if stored else None
             if version != self._destination_version or (stored is None) != (self._destination is None):
+                if self._destination_known:  # a change since the last read: held events may be discarded
+                    self._destination_changed_at = time.monotonic()
                 await self.close()
                 self._destination = self._shared.destination_factory(stored[0]) if stored else None
                 self._destination_version = version
+            self._destination_read_at, self._destination_known = time.monotonic(), True
             return self._destination
 
     async def close(self) -> None:
@@ -222,25 +302,45 @@ class StoreDelivery:
             await destination.close()
 
 
-async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
-    """Sleep up to `seconds`, waking early when stopped; True when stopped."""
-    if seconds > 0 and not stop.is_set():
-        try:
-            async with asyncio.timeout(seconds):
-                await stop.wait()
-        except TimeoutError:
-            pass
-    return stop.is_set()
+class _Claims:
+    """Outbox mode on PostgreSQL: the stores this process delivers, each held by a session advisory lock on one
+    connection of its own (not waited for: another process holding a store delivers it). The locks end with the
+    connection, so a bridge that dies lets another take its stores. DuckDB's file has one process: no claims."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine, self._conn = engine, None
+        self._lock = asyncio.Lock()
+
+    async def take(self, store: StoreKey) -> bool:
+        return bool(await self._run(event_delivery.claim_store, store))
+
+    async def release(self, store: StoreKey) -> None:
+        await self._run(event_delivery.release_store, store)
+
+    async def _run(self, statement: Callable[[sa.Connection, StoreKey], T], store: StoreKey) -> T | bool:
+        if is_duckdb(self._engine):
+            return True
+        async with self._lock:
+            if self._conn is None:
+                self._conn = await asyncio.to_thread(
+                    lambda: self._engine.connect().execution_options(isolation_level="AUTOCOMMIT"))
+            return await asyncio.to_thread(statement, self._conn, store)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await asyncio.to_thread(conn.close)
 
 
 class OutboxSource:
     """Embedded mode: the outbox is the queue. Stores with something to deliver are found by a poll; each gets a
-    task that delivers its rows until none are left, reading them afresh before every attempt."""
+    feeder that claims the store, reads its rows by pages into its lanes (no more than bridge_max_held_events at
+    once) and ends, releasing the store, once nothing is left."""
 
     def __init__(self, deliveries: Deliveries, poll_seconds: float) -> None:
         self._deliveries, self._poll_seconds = deliveries, poll_seconds
-        self._turns = asyncio.Semaphore(OUTBOX_CONCURRENT_STORES)
-        self._draining: dict[StoreKey, asyncio.Task[None]] = {}
+        self._claims = _Claims(deliveries.engine)
+        self._feeding: dict[StoreKey, asyncio.Task[None]] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
@@ -251,50 +351,78 @@ class OutboxSource:
                     log.warning("bridge cannot read the outbox: %s", error)
                     stores = []
                 for store in stores:
-                    if store not in self._draining:
-                        task = asyncio.create_task(self._drain(store, stop), name=f"bridge {store.ecom_store_id}")
-                        self._draining[store] = task
-                        task.add_done_callback(lambda _, store=store: self._draining.pop(store, None))
-                await _stopped_within(stop, self._poll_seconds)
+                    if store not in self._feeding:
+                        task = asyncio.create_task(self._feed(store, stop), name=f"bridge {store.ecom_store_id}")
+                        self._feeding[store] = task
+                        task.add_done_callback(lambda _, store=store: self._feeding.pop(store, None))
+                await stopped_within(stop, self._poll_seconds)
         finally:
-            await asyncio.gather(*self._draining.values(), return_exceptions=True)
+            await asyncio.gather(*self._feeding.values(), return_exceptions=True)
+            await self._claims.close()
             await self._deliveries.close()
 
-    async def _drain(self, store: StoreKey, stop: asyncio.Event) -> None:
-        delivery, lane = self._deliveries.of(store), Lane()  # the outbox is read in order: the store is one lane
+    async def _feed(self, store: StoreKey, stop: asyncio.Event) -> None:
         try:
-            while await delivery.wait_until_ready(stop):
-                async with self._turns:
-                    if not await self._attempt(delivery, lane):
-                        return
+            if not await self._claims.take(store):
+                return
+        except Exception:
+            log.exception("claiming eCom store %s failed", store.ecom_store_id)
+            return
+        held = _HeldRows()
+        lanes = self._deliveries.lanes(store, held.settled)
+        try:
+            await self._read_into(lanes, held, store, stop)
         except Exception:  # a bug or a lost database: logged, and the next poll starts the store again
             log.exception("delivery to eCom store %s failed", store.ecom_store_id)
-
-    async def _attempt(self, delivery: StoreDelivery, lane: Lane) -> bool:
-        """Claim the store, read its next rows and try them; False when there was nothing to do (or another
-        bridge process holds the store)."""
-        engine = self._deliveries.engine
-        claim = await asyncio.to_thread(engine.connect)
-        try:
-            if not await asyncio.to_thread(event_delivery.claim_store, claim, delivery.store):
-                return False
-            events = await asyncio.to_thread(event_delivery.undelivered, engine, delivery.store,
-                                             delivery.next_batch_size(lane))
-            if not events:
-                return False
-            await delivery.attempt(lane, events)  # its writes commit on connections of their own, before the claim ends
-            return True
         finally:
-            await asyncio.to_thread(claim.close)  # ends the claim's transaction, which wrote nothing
+            await lanes.close()
+            with contextlib.suppress(Exception):
+                await self._claims.release(store)
+
+    async def _read_into(self, lanes: StoreLanes, held: "_HeldRows", store: StoreKey, stop: asyncio.Event) -> None:
+        """Read the store's rows in event_id order, a page at a time, while its lanes have room; once caught up,
+        read again from the oldest undelivered row (skipping those held), so that a row committed late with a
+        lower id is not passed by. Returns when nothing is held and nothing is left."""
+        engine, bound, after = self._deliveries.engine, self._deliveries.max_held, None
+        while not stop.is_set():
+            room, added = min(bound - lanes.held, self._deliveries.batch_size), 0
+            if room <= 0:  # the lanes are full: wait for them to drain
+                await stopped_within(stop, FLUSH_SECONDS)
+                continue
+            held.settled_meanwhile = set()
+            page = await asyncio.to_thread(event_delivery.undelivered, engine, store, room, after)
+            for event in page:
+                if held.is_new(event.event_id):
+                    lanes.add(Held(event))
+                    added += 1
+            held.settled_meanwhile = None
+            if not page and not held.ids:
+                return
+            after = page[-1].event_id if len(page) == room else None  # caught up: from the oldest again
+            if not added:
+                await stopped_within(stop, self._poll_seconds)
 
 
-@dataclass
-class _Record:
-    """An event read from Kafka, waiting in its lane's queue."""
+class _HeldRows:
+    """The event ids of a store's outbox rows in its lanes. A row settled while a page was being read may be in
+    that page as it was before: it is not taken again."""
 
-    partition: TopicPartition
-    offset: int
-    event: OutgoingEvent
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.settled_meanwhile: set[str] | None = None  # while a read is under way
+
+    def settled(self, settled: Sequence[Held]) -> None:
+        ids = {held.event.event_id for held in settled}
+        self.ids -= ids
+        if self.settled_meanwhile is not None:
+            self.settled_meanwhile |= ids
+
+    def is_new(self, event_id: str) -> bool:
+        """Whether a row read is not held yet (and now is)."""
+        if event_id in self.ids or event_id in (self.settled_meanwhile or ()):
+            return False
+        self.ids.add(event_id)
+        return True
 
 
 @dataclass
@@ -313,18 +441,10 @@ class _PartitionProgress:
             self.committable = front + 1
 
 
-@dataclass
-class _KafkaLane(Lane):
-    """A lane fed from Kafka: its records in read order, and the event that wakes its worker when some arrive."""
-
-    queue: deque[_Record] = field(default_factory=deque)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-
-
 class KafkaSource(ConsumerRebalanceListener):
-    """Kafka mode: a member of the consumer group. Each store's events queue up in read order in its lanes (by
-    Kafka key), each lane with a worker; offsets are committed as the front of each partition settles, whatever
-    order the lanes settle them in."""
+    """Kafka mode: a member of the consumer group. Each store's records go into its lanes in read order; offsets
+    are committed as the front of each partition settles, whatever order the lanes settle them in. A partition
+    holding records of a store whose lanes are full is paused, and resumed once they drained to half."""
 
     COMMIT_EVERY_SECONDS = 0.5
 
@@ -336,30 +456,31 @@ class KafkaSource(ConsumerRebalanceListener):
         self._topic = settings.kafka_topic
         self._progress: dict[TopicPartition, _PartitionProgress] = {}
         self._committed: dict[TopicPartition, int] = {}
-        self._lanes: dict[tuple[StoreKey, int], _KafkaLane] = {}
-        self._workers: list[asyncio.Task[None]] = []
-        self._stop = asyncio.Event()
+        self._stores: dict[StoreKey, StoreLanes] = {}
+        self._full: set[StoreKey] = set()
+        # Per partition, how many of its records each store's lanes hold: which partitions feed a full store.
+        self._held: dict[TopicPartition, Counter[StoreKey]] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
-        self._stop = stop
         self._consumer.subscribe([self._topic], listener=self)
         await self._consumer.start()
         try:
             while not stop.is_set():
-                batches = await self._consumer.getmany(timeout_ms=int(self.COMMIT_EVERY_SECONDS * 1000))
+                batches = await self._consumer.getmany(timeout_ms=int(self.COMMIT_EVERY_SECONDS * 1000),
+                                                       max_records=self._deliveries.batch_size)
                 for partition, records in batches.items():
                     self._enqueue(partition, records)
+                self._pause_or_resume()
                 await self._commit()
         finally:
-            for lane in self._lanes.values():
-                lane.wake.set()
-            await asyncio.gather(*self._workers, return_exceptions=True)
+            await asyncio.gather(*(lanes.close() for lanes in self._stores.values()), return_exceptions=True)
             await self._commit()
             await self._consumer.stop()
             await self._deliveries.close()
 
     def _enqueue(self, partition: TopicPartition, records: list[ConsumerRecord]) -> None:
         progress = self._progress.setdefault(partition, _PartitionProgress())
+        held = self._held.setdefault(partition, Counter())
         for record in records:
             progress.read.append(record.offset)
             parsed = _parse(record)
@@ -368,37 +489,37 @@ class KafkaSource(ConsumerRebalanceListener):
                 progress.settle(record.offset)
                 continue
             store, event = parsed
-            key = (store, lane_of(record.key, self._deliveries.lanes))
-            if key not in self._lanes:
-                self._lanes[key] = _KafkaLane()
-                self._workers.append(asyncio.create_task(self._work(store, self._lanes[key]),
-                                                         name=f"bridge {store.ecom_store_id} lane {key[1]}"))
-            lane = self._lanes[key]
-            lane.queue.append(_Record(partition, record.offset, event))
-            lane.wake.set()
+            lanes = self._stores.get(store)
+            if lanes is None:
+                lanes = self._stores[store] = self._deliveries.lanes(
+                    store, functools.partial(self._settled, store))
+            held[store] += 1
+            lanes.add(Held(event, (partition, record.offset, progress)))
 
-    async def _work(self, store: StoreKey, lane: _KafkaLane) -> None:
-        queue, delivery = lane.queue, self._deliveries.of(store)
-        while not self._stop.is_set():
-            if not queue:
-                lane.wake.clear()
-                await lane.wake.wait()
-                continue
-            if not await delivery.wait_until_ready(self._stop):
-                return
-            batch = [queue[n] for n in range(min(len(queue), delivery.next_batch_size(lane)))]
-            try:
-                settled = await delivery.attempt(lane, [record.event for record in batch])
-            except Exception:  # a bug or a lost database: logged, retried after a pause like a failure
-                log.exception("delivery to eCom store %s failed", store.ecom_store_id)
-                delivery.ready_at = time.monotonic() + self._deliveries.retry.delay(1)
-                continue
-            for record in batch[:settled]:
-                if queue and queue[0] is record:  # not dropped meanwhile by a revocation
-                    queue.popleft()
-                progress = self._progress.get(record.partition)
-                if progress is not None:
-                    progress.settle(record.offset)
+    def _settled(self, store: StoreKey, settled: Sequence[Held]) -> None:
+        for held in settled:
+            partition, offset, progress = held.source
+            if self._progress.get(partition) is progress:  # not revoked meanwhile (nor assigned again since)
+                progress.settle(offset)
+                self._held[partition][store] -= 1
+
+    def _pause_or_resume(self) -> None:
+        """Bounded memory: stop fetching what would go into full lanes (a destination down, a backlog)."""
+        bound = self._deliveries.max_held
+        for store, lanes in self._stores.items():
+            if lanes.held > bound:
+                self._full.add(store)
+            elif lanes.held <= bound // 2:
+                self._full.discard(store)
+        feeding_full = {partition for partition, held in self._held.items()
+                        if any(held[store] > 0 for store in self._full)}
+        paused = self._consumer.paused()
+        if pause := feeding_full - paused:
+            log.info("pausing partitions %s: lanes full", sorted(partition.partition for partition in pause))
+            self._consumer.pause(*pause)
+        if resume := paused - feeding_full:
+            log.info("resuming partitions %s", sorted(partition.partition for partition in resume))
+            self._consumer.resume(*resume)
 
     async def _commit(self) -> None:
         offsets = {partition: progress.committable for partition, progress in self._progress.items()
@@ -414,24 +535,18 @@ class KafkaSource(ConsumerRebalanceListener):
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         """Commit what is settled, and drop the rest: the partitions' next owner reads it again."""
         await self._commit()
+        gone = set(revoked)
         for partition in revoked:
             self._progress.pop(partition, None)
             self._committed.pop(partition, None)
-        for lane in self._lanes.values():
-            kept = [record for record in lane.queue if record.partition not in revoked]
-            lane.queue.clear()
-            lane.queue.extend(kept)
+            self._held.pop(partition, None)
+        for lanes in self._stores.values():
+            lanes.drop(lambda held: held.source[0] in gone)
         if revoked:
             log.info("partitions revoked: %s", sorted(partition.partition for partition in revoked))
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         log.info("partitions assigned: %s", sorted(partition.partition for partition in assigned))
-
-
-def lane_of(key: bytes | None, lanes: int) -> int:
-    """The lane of a record's Kafka key (eCom store and entity): one key always lands in one lane, so its events
-    keep their order. CRC-32, not hash(): the same in every process and run."""
-    return zlib.crc32(key or b"") % lanes
 
 
 def _parse(record: ConsumerRecord) -> tuple[StoreKey, OutgoingEvent] | None:
@@ -447,7 +562,7 @@ def _parse(record: ConsumerRecord) -> tuple[StoreKey, OutgoingEvent] | None:
 
 
 async def run_bridge(settings: Settings, engine: sa.Engine, stop: asyncio.Event,
-                     destination_factory: DestinationFactory = build_destination) -> None:
+                     destination_factory: DestinationFactory | None = None) -> None:
     """Deliver until `stop` is set: from Kafka when bootstrap servers are set, else from the outbox."""
     deliveries = Deliveries.from_settings(settings, engine, destination_factory)
     source: KafkaSource | OutboxSource
@@ -457,4 +572,3 @@ async def run_bridge(settings: Settings, engine: sa.Engine, stop: asyncio.Event,
         source = OutboxSource(deliveries, settings.bridge_poll_seconds)
     log.info("bridge delivering from %s", "Kafka" if settings.kafka_bootstrap_servers else "the outbox")
     await source.run(stop)
-

@@ -16,14 +16,17 @@ class DeliveryFailed(Exception):
 
     `transient`: worth trying again with backoff (a 5xx, a timeout, an unreachable bus).
     `credentials`: the destination refused the credentials (a wrong key or secret); reported to the operator and
-    retried only slowly, as nothing changes until they are fixed. Neither: the destination refuses these events
-    for good (a 4xx other than auth, an entity that does not exist); they go to the dead letters after the
-    bounded attempts. Messages never include secrets.
+    retried only slowly, as nothing changes until they are fixed. Neither: the destination refuses the event for
+    good (a 4xx other than auth, an entity that does not exist); it goes to the dead letters at once.
+    `answer`: the failure in short, the same for every event failing alike ("410", "timeout"): operators count
+    dead letters by it. `delivered`: how many of the events, from the first, were accepted before the failure
+    (the next one is at fault); None when unknown. Messages never include secrets.
     """
 
-    def __init__(self, message: str, *, transient: bool, credentials: bool = False) -> None:
+    def __init__(self, message: str, *, transient: bool, answer: str, credentials: bool = False,
+                 delivered: int | None = None) -> None:
         super().__init__(message)
-        self.transient, self.credentials = transient, credentials
+        self.transient, self.credentials, self.answer, self.delivered = transient, credentials, answer, delivered
 
 
 class Destination(Protocol):

@@ -55,6 +55,11 @@ def _message(event: OutgoingEvent) -> ServiceBusMessage:
                              content_type="application/json")
 
 
+# The bus refuses the event for good, whatever the next try: dead-lettered at once, counted by these answers.
+_PERMANENT = {MessagingEntityNotFoundError: "entity not found", MessagingEntityDisabledError: "entity disabled",
+              MessageSizeExceededError: "message too large"}
+
+
 def _failure(error: BaseException) -> DeliveryFailed:
     """How the SDK's error bears on trying again; Service Bus's descriptions name entities, never keys."""
     # A refused put-token surfaces as an authentication error whatever the reason; the SDK keeps Service Bus's
@@ -64,17 +69,19 @@ def _failure(error: BaseException) -> DeliveryFailed:
     if isinstance(error, ServiceBusAuthenticationError) and isinstance(status, int):
         description = f"Service Bus refused the sign-in: {status} {_text(refusal.status_description)}"
         if status == 404:
-            return DeliveryFailed(description, transient=False)
+            return DeliveryFailed(description, transient=False, answer="entity not found")
         if status in (401, 403):
-            return DeliveryFailed(description, transient=False, credentials=True)
-        return DeliveryFailed(description, transient=True)
+            return DeliveryFailed(description, transient=False, credentials=True, answer=f"sign-in {status}")
+        return DeliveryFailed(description, transient=True, answer=f"sign-in {status}")
     description = f"Service Bus: {type(error).__name__}: {error}"
     if isinstance(error, ServiceBusAuthenticationError | ServiceBusAuthorizationError):
-        return DeliveryFailed(description, transient=False, credentials=True)
-    if isinstance(error, MessagingEntityNotFoundError | MessagingEntityDisabledError | MessageSizeExceededError):
-        return DeliveryFailed(description, transient=False)
+        return DeliveryFailed(description, transient=False, credentials=True, answer="credentials refused")
+    for kind, answer in _PERMANENT.items():
+        if isinstance(error, kind):
+            return DeliveryFailed(description, transient=False, answer=answer)
     # Connection losses, timeouts, a busy or full entity, and whatever else the bus answered: try again later.
-    return DeliveryFailed(description, transient=True)
+    return DeliveryFailed(description, transient=True,
+                          answer="timeout" if isinstance(error, TimeoutError) else type(error).__name__)
 
 
 def _text(value: str | bytes | None) -> str:

@@ -12,8 +12,8 @@ Standard Webhooks libraries read it; any other secret is the key as its UTF-8 by
 
 Any 2xx is delivery. 401 and 403 mean the receiver refuses our credentials (what a receiver answers when the
 signature does not verify); 408, 429, 5xx, timeouts and connection failures may pass; any other answer, a
-redirect included, is a refusal of the event itself. Failures name the receiver's host, never its full URL (a
-query string may hold a token) nor the secret.
+redirect included, is a refusal of the event itself (permanent: the bridge dead-letters it after that one POST).
+Failures name the receiver's host, never its full URL (a query string may hold a token) nor the secret.
 """
 
 import base64
@@ -62,8 +62,12 @@ class WebhookDestination:
         self._session: aiohttp.ClientSession | None = None  # made on first use, inside the event loop
 
     async def deliver(self, events: Sequence[OutgoingEvent]) -> None:
-        for event in events:
-            await self._post(event)
+        for delivered, event in enumerate(events):
+            try:
+                await self._post(event)
+            except DeliveryFailed as failure:
+                failure.delivered = delivered  # the events before it were accepted: this one is at fault
+                raise
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -88,15 +92,17 @@ class WebhookDestination:
                 # once more, on another connection. A duplicate at worst, which consumers drop by webhook-id.
                 status, reason = await self._send(body, headers)
         except TimeoutError as error:  # aiohttp's own timeouts are TimeoutErrors too
-            raise DeliveryFailed(f"webhook at {self._host} did not answer in time", transient=True) from error
+            raise DeliveryFailed(f"webhook at {self._host} did not answer in time", transient=True,
+                                 answer="timeout") from error
         except aiohttp.ClientError as error:
-            raise DeliveryFailed(f"webhook at {self._host} unreachable: {error!r}", transient=True) from error
+            raise DeliveryFailed(f"webhook at {self._host} unreachable: {error!r}", transient=True,
+                                 answer="unreachable") from error
         if 200 <= status < 300:
             return
         message = f"webhook at {self._host} answered {status} {reason} to event {event.event_id}"
         if status in _CREDENTIALS_REFUSED:
-            raise DeliveryFailed(message, transient=False, credentials=True)
-        raise DeliveryFailed(message, transient=status in _TRY_AGAIN or status >= 500)
+            raise DeliveryFailed(message, transient=False, credentials=True, answer=str(status))
+        raise DeliveryFailed(message, transient=status in _TRY_AGAIN or status >= 500, answer=str(status))
 
     async def _send(self, body: bytes, headers: dict[str, str]) -> tuple[int, str | None]:
         async with self._client().post(self._url, data=body, headers=headers, allow_redirects=False) as response:

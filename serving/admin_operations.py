@@ -33,6 +33,7 @@ from db.destinations import (
 )
 from db.event_operations import DeadLetter, DeliveryState, dead_letters, delivery_state, replay_dead_letters
 from db.fulfilment import cancel, pick, ship
+from db.ids import utc_now
 from db.order_failures import ProcessingState, failed_orders
 from db.order_processing import retry_order
 from db.orders import read_order
@@ -163,7 +164,13 @@ def event_delivery(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> dic
 
 
 def delivery_state_json(state: DeliveryState) -> dict[str, Any]:
+    oldest = state.oldest_undelivered
     return {"ecomStoreId": state.ecom_store_id, "backlog": state.backlog, "deadLetters": state.dead_letters,
+            "deadLettersByAnswer": state.dead_letters_by_answer,
+            "oldestUndeliveredTime": instant(oldest),
+            "oldestUndeliveredAgeSeconds": None if oldest is None else round(
+                max(0.0, (utc_now() - oldest).total_seconds()), 3),
+            "lanesInBackoff": state.lanes_in_backoff,
             "lastDeliveredEventId": state.last_delivered_event_id,
             "lastDeliveredTime": instant(state.last_delivered_time),
             "consecutiveFailures": state.consecutive_failures, "lastError": state.last_error,

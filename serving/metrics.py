@@ -79,11 +79,17 @@ class DatabaseFigures(Collector):
                                     "delivered nor dead-lettered).", labels=["tenant_id", "ecom_store_id"])
         dead_letters = GaugeMetricFamily("pia_event_dead_letters", "Change events of the eCom store the bridge gave "
                                          "up on, waiting for a replay.", labels=["tenant_id", "ecom_store_id"])
+        oldest = GaugeMetricFamily("pia_event_oldest_undelivered_age_seconds", "How long ago the change behind the "
+                                   "eCom store's oldest event still to deliver was made; 0 when none waits.",
+                                   labels=["tenant_id", "ecom_store_id"])
         for store in delivery_counts(self._engine):
-            backlog.add_metric([store.tenant_id, store.ecom_store_id], store.backlog)
-            dead_letters.add_metric([store.tenant_id, store.ecom_store_id], store.dead_letters)
+            labels = [store.tenant_id, store.ecom_store_id]
+            backlog.add_metric(labels, store.backlog)
+            dead_letters.add_metric(labels, store.dead_letters)
+            oldest.add_metric(labels, _age(now, store.oldest_undelivered))
         yield backlog
         yield dead_letters
+        yield oldest
 
 
 class ServerMetrics:

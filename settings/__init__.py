@@ -4,7 +4,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, SecretStr, model_validator
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import RATE_LIMIT_PER_MINUTE
@@ -106,9 +106,16 @@ class Settings(BaseSettings):
     # Events one attempt (of a Kafka lane, or a store's outbox) sends before marking them delivered in one write:
     # larger attempts cost the bridge less CPU per event; after a crash up to this many per lane may go twice.
     bridge_batch_size: PositiveInt = 500
-    # Kafka mode: POSTs in flight at once to one eCom store's webhook, in lanes by Kafka key (eCom store and
-    # entity), so one entity's events still arrive in order. Other destinations take one attempt at a time.
+    # Attempts in flight at once to one eCom store's webhook (both modes), each carrying one entity's events in
+    # order, so an entity being retried or a POST hanging holds up only that entity. Other destinations take one
+    # attempt at a time (each a batch of several entities' events).
     bridge_webhook_concurrency: PositiveInt = 16
+    # One attempt's bound (each webhook POST, each Service Bus send): a receiver that stops answering fails it.
+    bridge_attempt_timeout_seconds: PositiveFloat = 10.0
+    # Events of one eCom store the bridge holds at once (read, not yet settled): beyond it a Kafka bridge pauses the
+    # partitions feeding that store (resumed at half), the outbox bridge reads no further, so a backlog of any size
+    # stays in Kafka or the database, not in the bridge's memory.
+    bridge_max_held_events: PositiveInt = 10_000
     bridge_poll_seconds: float = 1.0
     # `pia worker` serves its metrics (process, batch timings) for Prometheus on this port; 0: none.
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)

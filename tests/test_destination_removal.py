@@ -66,9 +66,10 @@ def backlog(engine: sa.Engine, store: StoreKey) -> set[str]:
             if row.delivered_time is None and row.dead_letter_time is None}
 
 
-def delivered_in_order(receiver: WebhookReceiver) -> list[str]:
-    """The event ids a receiver got, in order of first arrival (delivery is at least once)."""
-    return list(dict.fromkeys(delivery.webhook_id for delivery in receiver.deliveries))
+def delivered(receiver: WebhookReceiver) -> list[str]:
+    """The event ids a receiver got (delivery is at least once), in outbox order: each is another entity's, and
+    entities go out side by side, so their order of arrival is not the outbox's."""
+    return sorted(set(delivery.webhook_id for delivery in receiver.deliveries))
 
 
 def webhook(url: str) -> DestinationSettings:
@@ -100,7 +101,7 @@ def test_delete_discards_the_backlog_and_answers_404_when_none_is_set(engine, ht
     assert http.put(url, json=hook, headers=headers).status_code == 200
     delivered, dead, waiting = write(engine, store, 1), write(engine, store, 1), write(engine, store, 3)
     mark_delivered(engine, store, delivered)
-    record_failure(engine, store, dead[0], "HTTP 410", counted=True, credentials_refused=False)
+    record_failure(engine, store, dead[0], "HTTP 410", answer="410", counted=True, credentials_refused=False)
     dead_letter(engine, store, dead[0])
     others = write(engine, other, 2)
 
@@ -198,7 +199,8 @@ def test_a_broken_destination_removed_and_replaced_gets_only_new_events(fast, re
     bridge = RunningBridge(settings, engine)
     try:
         first = write(engine, store, 3)
-        wait_for(lambda: old.event_ids() == set(first), 30, "the first events at the old receiver")
+        wait_for(lambda: old.event_ids() == set(first) and not backlog(engine, store), 30,
+                 "the first events at the old receiver, marked delivered")
         old.fail_with(503)
         piled = write(engine, store, 4)
         wait_for(lambda: old.attempts >= len(first) + 2, 30, "the bridge to try the failing receiver")
@@ -212,7 +214,7 @@ def test_a_broken_destination_removed_and_replaced_gets_only_new_events(fast, re
     finally:
         bridge.stop()
     assert old.event_ids() == set(first)
-    assert delivered_in_order(new) == fresh  # nothing older
+    assert delivered(new) == fresh  # nothing older
     assert discarded(engine, store) == set(piled) | set(meanwhile)
 
 
@@ -272,7 +274,7 @@ class DestinationLife(RuleBasedStateMachine):
     @invariant()
     def outbox_and_receivers_agree_with_the_model(self) -> None:
         for receiver, event_ids in self.expected.items():
-            assert delivered_in_order(receiver) == event_ids
+            assert delivered(receiver) == event_ids
         assert discarded(self.engine, self.store) == self.dropped
         assert backlog(self.engine, self.store) == set(self.pending)
 

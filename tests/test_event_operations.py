@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from contracts import events
 from contracts.admin import DeadLetters, EventDeliveryState, ReplayReport
-from db.ids import new_id
+from db.ids import new_id, utc_now
 from db.outbox import order_event
 from db.schema import ecom_stores, event_delivery_state, event_outbox
 from db.tenants import create_tenant
@@ -25,6 +25,7 @@ from tests.conftest import bearer, client_of, get_token
 from tests.prometheus import samples
 
 NOW = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+OLDEST = NOW - timedelta(seconds=90)
 
 
 @pytest.fixture
@@ -58,9 +59,9 @@ def _mark(engine: sa.Engine, event_ids: list[str], **values: Any) -> None:
         conn.execute(event_outbox.update().where(event_outbox.c.event_id.in_(event_ids)).values(**values))
 
 
-def _dead(minutes: int) -> dict[str, Any]:
-    return {"dead_letter_time": NOW + timedelta(minutes=minutes), "attempts": 8, "last_error": f"HTTP 503 #{minutes}",
-            "published_time": NOW}
+def _dead(minutes: int, answer: str = "503") -> dict[str, Any]:
+    return {"dead_letter_time": NOW + timedelta(minutes=minutes), "attempts": 8,
+            "last_error": f"HTTP {answer} #{minutes}", "last_answer": answer, "published_time": NOW}
 
 
 def _rows(engine: sa.Engine, event_ids: list[str]) -> dict[str, tuple]:
@@ -73,38 +74,51 @@ def _rows(engine: sa.Engine, event_ids: list[str]) -> dict[str, tuple]:
 
 @pytest.fixture
 def traffic(engine, world) -> dict[str, Any]:
-    """Store A: 6 events, 1 delivered, 1 published only, 3 dead letters (backlog 2), and the bridge's record;
-    store B: 2 events, neither delivered (backlog 2), no record."""
+    """Store A: 6 events, 1 delivered, 1 published only (its change made at OLDEST), 3 dead letters (two answered
+    503, one 410; backlog 2), and the bridge's record; store B: 2 events, neither delivered (backlog 2), no
+    record."""
     store_a, store_b = sorted(store["id"] for store in world["ecomStores"])[:2]
     a, b = _write(engine, world["id"], store_a, 6), _write(engine, world["id"], store_b, 2)
     _mark(engine, [a[0]], published_time=NOW, delivered_time=NOW)
-    _mark(engine, [a[1]], published_time=NOW)
-    for index in (2, 3, 4):
-        _mark(engine, [a[index]], **_dead(index))
+    _mark(engine, [a[1]], published_time=NOW, datetime=OLDEST)
+    for index, answer in ((2, "503"), (3, "410"), (4, "503")):
+        _mark(engine, [a[index]], **_dead(index, answer))
     with engine.begin() as conn:
         conn.execute(event_delivery_state.insert().values(
             tenant_id=world["id"], ecom_store_id=store_a, last_delivered_event_id=a[0], last_delivered_time=NOW,
             consecutive_failures=3, last_error="credentials refused (401)", last_failure_time=NOW,
-            credentials_refused=True, modified_time=NOW))
+            credentials_refused=True, lanes_in_backoff=2, modified_time=NOW))
     return {"a": store_a, "b": store_b, "a_events": a, "b_events": b}
 
 
 # --- delivery state -----------------------------------------------------------------------------------------
 
-def test_delivery_state_counts_the_backlog_and_dead_letters_of_each_store(http, admin, traffic) -> None:
+def test_delivery_state_counts_the_backlog_and_dead_letters_of_each_store(engine, http, admin, traffic) -> None:
+    asked = utc_now()
     answer = http.get(f"{admin['base']}/ecom_stores/{traffic['a']}/event_delivery", headers=admin["headers"])
     assert answer.status_code == 200, answer.text
     assert EventDeliveryState.model_validate(answer.json())
-    assert answer.json() == {
-        "ecomStoreId": traffic["a"], "backlog": 2, "deadLetters": 3, "lastDeliveredEventId": traffic["a_events"][0],
+    state = answer.json()
+    age = state.pop("oldestUndeliveredAgeSeconds")
+    assert (asked - OLDEST).total_seconds() <= age <= (utc_now() - OLDEST).total_seconds() + 0.001
+    assert state == {
+        "ecomStoreId": traffic["a"], "backlog": 2, "deadLetters": 3, "deadLettersByAnswer": {"410": 1, "503": 2},
+        "oldestUndeliveredTime": "2026-11-21T01:58:30Z", "lanesInBackoff": 2,
+        "lastDeliveredEventId": traffic["a_events"][0],
         "lastDeliveredTime": "2026-11-21T02:00:00Z", "consecutiveFailures": 3,
         "lastError": "credentials refused (401)", "lastFailureTime": "2026-11-21T02:00:00Z",
         "credentialsRefused": True}
     untouched = http.get(f"{admin['base']}/ecom_stores/{traffic['b']}/event_delivery", headers=admin["headers"])
-    assert untouched.json() == {
-        "ecomStoreId": traffic["b"], "backlog": 2, "deadLetters": 0, "lastDeliveredEventId": None,
-        "lastDeliveredTime": None, "consecutiveFailures": 0, "lastError": None, "lastFailureTime": None,
-        "credentialsRefused": False}
+    state = untouched.json()
+    assert state.pop("oldestUndeliveredAgeSeconds") >= 0 and state.pop("oldestUndeliveredTime") is not None
+    assert state == {
+        "ecomStoreId": traffic["b"], "backlog": 2, "deadLetters": 0, "deadLettersByAnswer": {}, "lanesInBackoff": 0,
+        "lastDeliveredEventId": None, "lastDeliveredTime": None, "consecutiveFailures": 0, "lastError": None,
+        "lastFailureTime": None, "credentialsRefused": False}
+    _mark(engine, traffic["b_events"], published_time=NOW, delivered_time=NOW)
+    nothing = http.get(f"{admin['base']}/ecom_stores/{traffic['b']}/event_delivery", headers=admin["headers"]).json()
+    assert (nothing["backlog"], nothing["oldestUndeliveredTime"], nothing["oldestUndeliveredAgeSeconds"]) == (
+        0, None, None)
 
 
 # --- dead letters -------------------------------------------------------------------------------------------
@@ -125,9 +139,9 @@ def test_dead_letters_are_listed_newest_first_page_by_page(http, admin, traffic)
     assert [item["eventId"] for item in whole["items"]] == [a[4], a[3], a[2]] and whole["nextAfter"] is None
     none = http.get(f"{admin['base']}/ecom_stores/{traffic['b']}/dead_letters", headers=admin["headers"])
     assert none.json() == {"items": [], "nextAfter": None}
-    by_answer = http.get(url, params={"answer": "503 #3"}, headers=admin["headers"]).json()
+    by_answer = http.get(url, params={"answer": "410 #3"}, headers=admin["headers"]).json()
     assert [item["eventId"] for item in by_answer["items"]] == [a[3]] and by_answer["nextAfter"] is None
-    paged = http.get(url, params={"answer": "HTTP 503", "limit": 1, "after": a[4]}, headers=admin["headers"]).json()
+    paged = http.get(url, params={"answer": "HTTP ", "limit": 1, "after": a[4]}, headers=admin["headers"]).json()
     assert [item["eventId"] for item in paged["items"]] == [a[3]] and paged["nextAfter"] == a[3]
     # The text is matched as written: LIKE's wildcards in it match only themselves.
     assert http.get(url, params={"answer": "HTTP%503"}, headers=admin["headers"]).json()["items"] == []
@@ -209,7 +223,7 @@ def test_cli_shows_lists_and_replays_on_the_database(own_store) -> None:
         return json.loads(result.stdout)
 
     status = pia("status")
-    assert (status["backlog"], status["deadLetters"]) == (1, 2)
+    assert (status["backlog"], status["deadLetters"], status["deadLettersByAnswer"]) == (1, 2, {"503": 2})
     listed = pia("dead-letters", "--limit", "1")
     assert [item["eventId"] for item in listed["items"]] == [written[1]] and listed["nextAfter"] == written[1]
     assert [item["eventId"] for item in pia("dead-letters", "--after", written[1])["items"]] == [written[0]]
@@ -240,9 +254,12 @@ def test_metrics_carry_backlog_and_dead_letters_of_every_store_without_a_token(e
 
     assert (gauge("pia_event_backlog", traffic["a"]), gauge("pia_event_dead_letters", traffic["a"])) == (2, 3)
     assert (gauge("pia_event_backlog", traffic["b"]), gauge("pia_event_dead_letters", traffic["b"])) == (2, 0)
+    assert gauge("pia_event_oldest_undelivered_age_seconds", traffic["a"]) >= (utc_now() - OLDEST).total_seconds() - 5
+    assert 0 <= gauge("pia_event_oldest_undelivered_age_seconds", traffic["b"]) < 600  # written by the fixture
     # Every eCom store of the tenant is listed, the quiet ones with 0.
     quiet = [store["id"] for store in world["ecomStores"] if store["id"] not in (traffic["a"], traffic["b"])]
     assert all(gauge("pia_event_backlog", store) == 0 for store in quiet)
+    assert all(gauge("pia_event_oldest_undelivered_age_seconds", store) == 0 for store in quiet)
 
 
     _mark(engine, traffic["b_events"][:1], published_time=NOW, delivered_time=NOW)  # computed on each scrape

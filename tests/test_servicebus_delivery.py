@@ -104,6 +104,7 @@ async def test_an_event_larger_than_the_entity_takes_fails_for_good_before_anyth
     finally:
         await sink.close()
     assert not failure.value.transient and not failure.value.credentials
+    assert failure.value.answer == "message too large"
     assert peer.received("events") == []
 
 
@@ -132,7 +133,7 @@ async def test_an_unknown_entity_fails_for_good(peer: ServiceBusPeer) -> None:
     finally:
         await sink.close()
     assert not failure.value.transient and not failure.value.credentials
-    assert "no-such-queue" in str(failure.value)
+    assert failure.value.answer == "entity not found" and "no-such-queue" in str(failure.value)
     assert peer.statuses() == [404]  # Service Bus answers for a missing entity at sign-in
     assert peer.received("events") == [] and peer.received("orders") == []
 

@@ -167,9 +167,11 @@ def test_the_bridge_settles_only_its_own_stores_events(engine) -> None:
     untouched = row()
     event_delivery.mark_delivered(engine, ours, [event_id])
     event_delivery.discard(engine, ours, [event_id])
-    assert event_delivery.record_failure(engine, ours, event_id, "500", counted=True, credentials_refused=False) == 0
+    assert event_delivery.record_failure(engine, ours, event_id, "500", answer="500", counted=True,
+                                         credentials_refused=False) == 0
     event_delivery.dead_letter(engine, ours, event_id)
     assert row() == untouched
-    assert event_delivery.record_failure(engine, theirs, event_id, "500", counted=True, credentials_refused=False) == 1
+    assert event_delivery.record_failure(engine, theirs, event_id, "500", answer="500", counted=True,
+                                         credentials_refused=False) == 1
     event_delivery.dead_letter(engine, theirs, event_id)
     assert row()[1:] == (1, "500", row()[3]) and row()[3] is not None

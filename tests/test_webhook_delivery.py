@@ -122,9 +122,19 @@ async def test_failing_answers_are_classified_and_stop_the_sequence(
     receiver.fail_with(status)
     event = some_events(3)
     failure = await refusal(destination, event)
-    assert (failure.credentials, failure.transient) == (credentials, transient)
+    assert (failure.credentials, failure.transient, failure.answer, failure.delivered) == (
+        credentials, transient, str(status), 0)
     assert str(status) in str(failure) and event[0].event_id in str(failure)
     assert receiver.attempts == 1  # the events after the refused one were not sent out of order
+
+
+async def test_a_failure_says_how_many_events_were_accepted_before_it(
+        receiver: WebhookReceiver, destination: WebhookDestination) -> None:
+    events = some_events(4)
+    receiver.refuse({events[2].event_id}, 410)
+    failure = await refusal(destination, events)
+    assert (failure.delivered, failure.answer, failure.transient) == (2, "410", False)
+    assert [d.webhook_id for d in receiver.deliveries] == [e.event_id for e in events[:2]]
 
 
 async def test_a_retry_after_a_transient_failure_delivers_the_same_event_ids(
@@ -142,7 +152,7 @@ async def test_a_receiver_slower_than_the_timeout_is_transient(
     receiver.slow_down(TIMEOUT * 10)
     failure = await refusal(destination, some_events(2))
     assert failure.transient and not failure.credentials
-    assert "in time" in str(failure)
+    assert "in time" in str(failure) and failure.answer == "timeout"
 
 
 async def test_nobody_listening_is_transient() -> None:
@@ -151,7 +161,7 @@ async def test_nobody_listening_is_transient() -> None:
         failure = await refusal(sender, some_events(1))
     finally:
         await sender.close()
-    assert failure.transient and not failure.credentials
+    assert failure.transient and not failure.credentials and failure.answer == "unreachable"
 
 
 async def test_a_kept_connection_the_server_drops_unanswered_is_replaced_and_the_post_goes_once_more() -> None:

@@ -3,12 +3,14 @@
 It verifies every delivery the way a consumer would, with `standardwebhooks.Webhook` and the key it was given
 (independently of how pia derives its key), records the deliveries that verify in arrival order, and answers 401
 to those that do not. It can be told to answer with a failing status, or to be slow, for a while, or to refuse
-some events only. It counts the most POSTs it was handling at once.
+some events only, or to hang on some events until told to behave. It counts the most POSTs it was handling at
+once.
 """
 
 import math
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -47,6 +49,9 @@ class WebhookReceiver:
         self._attempts = 0
         self._in_flight = self._most_in_flight = 0
         self._refused: dict[str, int] = {}  # webhook-id → the status its POSTs get
+        self._posts_of: Counter[str] = Counter()  # webhook-id → POSTs of it that reached the receiver
+        self._hanging: set[str] = set()  # webhook-ids whose POSTs get no answer until behave() (or stop())
+        self._released = threading.Event()
         self._behaviour = _Behaviour()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True  # a handler still sleeping must not hold up stop()
@@ -60,6 +65,7 @@ class WebhookReceiver:
         return self
 
     def stop(self) -> None:
+        self._released.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -85,10 +91,24 @@ class WebhookReceiver:
         with self._lock:
             self._refused = dict.fromkeys(event_ids, status)
 
+    def hang(self, event_ids: set[str]) -> None:
+        """Answer no POST of these events until `behave()` (then 503): a receiver stuck on some entity."""
+        with self._lock:
+            self._hanging = set(event_ids)
+            self._released.clear()
+
     def behave(self) -> None:
         with self._lock:
             self._behaviour = _Behaviour()
             self._refused = {}
+            self._hanging = set()
+        self._released.set()
+
+    @property
+    def in_flight(self) -> int:
+        """POSTs being handled now."""
+        with self._lock:
+            return self._in_flight
 
     @property
     def most_in_flight(self) -> int:
@@ -113,6 +133,11 @@ class WebhookReceiver:
         """Every POST that reached the receiver, whatever it answered."""
         with self._lock:
             return self._attempts
+
+    def posts_of(self, event_id: str) -> int:
+        """POSTs of this event that reached the receiver, whatever it answered."""
+        with self._lock:
+            return self._posts_of[event_id]
 
     def event_ids(self) -> set[str]:
         with self._lock:
@@ -139,12 +164,18 @@ class WebhookReceiver:
 
     def _answer(self, headers: dict[str, str], body: bytes, connection: int) -> int:
         behaviour = self._attempt()
+        with self._lock:
+            self._posts_of[headers.get("webhook-id", "")] += 1
         if behaviour.delay:
             time.sleep(behaviour.delay)
         if behaviour.status is not None:
             return behaviour.status
         with self._lock:
             refused = self._refused.get(headers.get("webhook-id", ""))
+            hanging = headers.get("webhook-id", "") in self._hanging
+        if hanging:
+            self._released.wait()
+            return 503
         if refused is not None:
             return refused
         try:
