@@ -51,7 +51,8 @@ def signed_in(base_url: str, client: dict[str, Any]) -> Iterator[httpx.Client]:
 
 
 def dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str, count: int,
-                 answer: str = "webhook at shop.example answered 503 Service Unavailable") -> list[str]:
+                 answer: str = "webhook at shop.example answered 503 Service Unavailable",
+                 short_answer: str | None = None) -> list[str]:
     """`count` events of the store that the bridge gave up on, oldest first."""
     order_ids = [new_id() for _ in range(count)]
     with engine.begin() as conn:
@@ -61,7 +62,7 @@ def dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str, count: i
             event_outbox.c.tenant_id == tenant_id, event_outbox.c.entity_id.in_(order_ids))
             .order_by(event_outbox.c.event_id)))
         conn.execute(event_outbox.update().where(event_outbox.c.event_id.in_(event_ids)).values(
-            dead_letter_time=utc_now(), attempts=8, last_error=answer))
+            dead_letter_time=utc_now(), attempts=8, last_error=answer, last_answer=short_answer))
     return event_ids
 
 

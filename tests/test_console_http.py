@@ -4,6 +4,7 @@ state-changing form, the tenant of the session and nothing else, and actions thr
 rerun, a replay, a parked order's retry, a cart collected or cancelled)."""
 
 import hashlib
+import html
 import re
 from datetime import timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from contracts import events
 from contracts.rendering import instant
 from db import click_and_collect
 from db.batches import get_batch
@@ -23,8 +25,10 @@ from db.console_sessions import session_hash
 from db.destinations import DestinationSettings, set_destination
 from db.ids import new_id, utc_now
 from db.order_failures import processing_state
+from db.outbox import order_event
 from db.schema import click_and_collect_reservations, console_sessions
 from db.secrets import secret_box
+from serving import admin_operations
 from serving.admin import issue_client
 from serving.app import create_app
 from serving.console import pages
@@ -314,6 +318,20 @@ def test_dead_letters_are_filtered_by_answer(engine, shared_world, console) -> N
     refused = dead_letters(engine, shared_world["id"], store, 1, answer="webhook at shop.example answered 410 Gone")
     page = console.get(f"/console/events/{store}", params={"answer": "answered 410"}).text
     assert refused[0] in page and "answered 503" not in page
+
+
+def test_a_stores_page_shows_dead_letters_by_answer_and_the_oldest_undelivered_age(engine, shared_world,
+                                                                                   console) -> None:
+    store = shared_world["ecomStores"][1]["id"]
+    dead_letters(engine, shared_world["id"], store, 2, answer="webhook at shop.example answered 410 Gone",
+                 short_answer="410")
+    with engine.begin() as conn:  # one event still to deliver
+        order_event(conn, shared_world["id"], store, events.ORDER_CREATED, new_id())
+    state = admin_operations.event_delivery(engine, shared_world["id"], store)
+    page = html.unescape(console.get(f"/console/events/{store}").text)
+    assert f"410 ×{state['deadLettersByAnswer']['410']:,}" in page and state["deadLettersByAnswer"]["410"] >= 2
+    assert f"old ({state['oldestUndeliveredTime']})" in page
+    assert "Entities waiting to retry (lanes in backoff)" in page
 
 
 def test_rerun_of_a_failed_batch_from_its_page(settings, engine, shared_world, console) -> None:

@@ -292,7 +292,12 @@ def delivery_figures(state: dict[str, Any]) -> list[Figure]:
     more line here."""
     return [
         Figure("Events still to deliver", f"{state['backlog']:,}"),
+        Figure("Oldest undelivered event", "none waiting" if state["oldestUndeliveredAgeSeconds"] is None else
+               f"{duration(state['oldestUndeliveredAgeSeconds'])} old ({state['oldestUndeliveredTime']})"),
         Figure("Dead letters", f"{state['deadLetters']:,}"),
+        Figure("Dead letters by answer", ", ".join(f"{answer} ×{count:,}" for answer, count in sorted(
+            state["deadLettersByAnswer"].items(), key=lambda item: -item[1])) or "none"),
+        Figure("Entities waiting to retry (lanes in backoff)", f"{state['lanesInBackoff']:,}"),
         Figure("Last delivered", state["lastDeliveredTime"] or "never"),
         Figure("Last delivered event", state["lastDeliveredEventId"] or "—"),
         Figure("Failures since the last delivery", f"{state['consecutiveFailures']:,}"),
