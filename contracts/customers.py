@@ -54,9 +54,9 @@ def email_problem(text: str) -> str | None:
     """Why the text is not an e-mail address (email_validator's reason), or None. The one e-mail rule: the API's
     models and the back-office checker both use it."""
     try:
-        _email(text)
-    except PydanticCustomError as error:
-        return str((error.context or {}).get("reason", error.message()))
+        validate_email(text, check_deliverability=False)
+    except EmailNotValidError as error:
+        return str(error)
     return None
 
 

@@ -32,7 +32,8 @@ from settings import Settings
 AUDIT_INSTALL = "pip install 'pia[audit]' (in a checkout: uv sync --extra audit)"
 
 
-def _pipeline() -> tuple[Settings, sa.Engine, Pipeline]:
+def pipeline_from_environment() -> tuple[Settings, sa.Engine, Pipeline]:
+    """The settings, a migrated engine and the pipeline, as every command that runs it starts."""
     settings = Settings()
     engine = create_engine(settings)
     upgrade(engine)
@@ -52,14 +53,14 @@ def pipeline() -> None:
 @pipeline.command()
 def status() -> None:
     """Batches by progress state, as JSON."""
-    _, engine, _ = _pipeline()
+    _, engine, _ = pipeline_from_environment()
     click.echo(orjson.dumps(counts_by_progress(engine), option=orjson.OPT_INDENT_2).decode())
 
 
 @pipeline.command()
 def process() -> None:
     """Process every pending batch, then exit."""
-    _, engine, runner = _pipeline()
+    _, engine, runner = pipeline_from_environment()
     waiting = sum(counts_by_progress(engine)[state] for state in UNFINISHED)
     handled: list[tuple[str, str]] = []
     with _progress() as bar:
@@ -83,7 +84,7 @@ def process() -> None:
 @click.option("--tenant", "tenant_id", help="Needed when several tenants used the same batch id.")
 def rerun(batch_id: str, tenant_id: str | None) -> None:
     """Process a FAILED batch again from its staged file (and any batches of its tenant waiting before it)."""
-    settings, engine, runner = _pipeline()
+    settings, engine, runner = pipeline_from_environment()
     matches = [row for row in find_batch(engine, batch_id) if tenant_id in (None, row.tenant_id)]
     if len(matches) != 1:
         click.echo(f"{'no batch' if not matches else 'several tenants have batch'} {batch_id}; "
@@ -117,7 +118,7 @@ def audit(tenant_id: str | None) -> None:
     if importlib.util.find_spec("great_expectations") is None:  # looked up, not imported: that takes seconds
         click.echo(f"pia pipeline audit needs great-expectations: {AUDIT_INSTALL}", err=True)
         sys.exit(2)
-    settings, engine, _ = _pipeline()
+    settings, engine, _ = pipeline_from_environment()
     tenant_ids = [row.id for row in list_tenants(engine)]
     if tenant_id is not None:
         if tenant_id not in tenant_ids:
@@ -149,7 +150,7 @@ def audit(tenant_id: str | None) -> None:
               help="forecasts: a row per forecast (horizon) or per store, SKU and day (daily).")
 def export(dataset: str, out: Path, tenant_id: str | None, layout: Layout) -> None:
     """Write a tenant's held forecasts or replenishment parameters to Parquet, in the columnar reads' schema."""
-    _, engine, _ = _pipeline()
+    _, engine, _ = pipeline_from_environment()
     tenants = [row.id for row in list_tenants(engine) if tenant_id in (None, row.id)]
     if len(tenants) != 1:
         click.echo(f"{'no tenant ' + tenant_id if tenant_id else 'several tenants'}; name one with --tenant "

@@ -7,23 +7,18 @@ import threading
 
 import click
 
-from db.engine import create_engine
-from db.migrate import upgrade
 from db.order_processing import retry_policy, run_order_processor
 from events.relay import run_relay
+from pipeline.cli import pipeline_from_environment
 from pipeline.metrics import serve_worker_metrics
-from pipeline.worker import Pipeline, run_supervised
+from pipeline.worker import run_supervised
 from serving.heap import freeze_startup_heap
-from settings import Settings
 
 
 @click.command()
 def worker() -> None:
     """Process batches until stopped (SIGTERM/SIGINT); run several against PostgreSQL to scale out."""
-    settings = Settings()
-    engine = create_engine(settings)
-    upgrade(engine)
-    pipeline = Pipeline.from_settings(settings, engine)
+    settings, engine, pipeline = pipeline_from_environment()
     if settings.worker_metrics_port:
         pipeline.on_attempt = serve_worker_metrics(settings.worker_metrics_port).observe
     stop, wake = threading.Event(), threading.Event()
