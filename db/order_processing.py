@@ -199,8 +199,12 @@ def process_received(engine: sa.Engine, retry: RetryPolicy, stop: threading.Even
                 return opened
             done, failed = _open_batch(engine, tenant_id, order_ids, retry, clock())
             opened, handled = opened + done, handled + done + failed
-        if len(batch) < BATCH or handled == 0:
-            break  # the rest is another processor's: it waits for the next round
+        # Polled again while the page was full, or while some of it was skipped: another processor's poll held
+        # those orders for an instant when this claim came, and that processor may have found them held by a
+        # third. Orders another processor is opening stay locked, so the next poll passes over them. A page all
+        # opened or failed ends the round, so an order that fails is not tried again in it.
+        if len(batch) < BATCH and handled == len(batch):
+            break
     return opened
 
 
