@@ -30,7 +30,6 @@ import contextlib
 import functools
 import logging
 import math
-import random
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -54,6 +53,7 @@ from events.delivery import DeliveryFailed, Destination
 from events.lanes import FLUSH_SECONDS, Held, Outcome, StoreLanes, stopped_within
 from events.servicebus import ServiceBusDestination
 from events.webhook import WebhookDestination
+from rules.retry import RetryPolicy
 from settings import Settings
 
 log = logging.getLogger("pia.bridge")
@@ -74,31 +74,15 @@ def build_destination(settings: DestinationSettings, timeout: float = 10.0) -> D
     return ServiceBusDestination.from_settings(settings, timeout_seconds=timeout)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int
-    base_seconds: float
-    max_seconds: float
-    credentials_seconds: float
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> "RetryPolicy":
-        return cls(settings.bridge_max_attempts, settings.bridge_retry_base_seconds, settings.bridge_retry_max_seconds,
-                   settings.bridge_credentials_retry_seconds)
-
-    def delay(self, attempts: int) -> float:
-        """Equal jitter: between half and all of base·2^(attempts−1), capped, so lanes and stores failing together
-        (one receiver down) do not all come back at the same instant."""
-        step = min(self.max_seconds, self.base_seconds * 2 ** (max(attempts, 1) - 1))
-        return step / 2 + random.uniform(0, step / 2)
-
-
 class Deliveries:
     """What every store's delivery shares: the database, the secret box, the destination factory, the policy."""
 
-    def __init__(self, engine: sa.Engine, box: SecretBox, retry: RetryPolicy, batch_size: int, workers: int,
-                 max_held: int, destination_factory: DestinationFactory = build_destination) -> None:
+    def __init__(self, engine: sa.Engine, box: SecretBox, retry: RetryPolicy, credentials_wait_seconds: float,
+                 batch_size: int, workers: int, max_held: int,
+                 destination_factory: DestinationFactory = build_destination) -> None:
         self.engine, self.box, self.retry, self.batch_size = engine, box, retry, batch_size
+        # A destination refusing its credentials is tried again only this often, whatever its attempts.
+        self.credentials_wait_seconds = credentials_wait_seconds
         self.workers, self.max_held = workers, max_held
         self.destination_factory = destination_factory
         self._stores: dict[StoreKey, StoreDelivery] = {}
@@ -108,8 +92,11 @@ class Deliveries:
                       destination_factory: DestinationFactory | None = None) -> "Deliveries":
         factory = destination_factory or functools.partial(build_destination,
                                                            timeout=settings.bridge_attempt_timeout_seconds)
-        return cls(engine, secret_box(settings), RetryPolicy.from_settings(settings), settings.bridge_batch_size,
-                   settings.bridge_webhook_concurrency, settings.bridge_max_held_events, factory)
+        retry = RetryPolicy(settings.bridge_max_attempts, settings.bridge_retry_base_seconds,
+                            settings.bridge_retry_max_seconds)
+        return cls(engine, secret_box(settings), retry, settings.bridge_credentials_retry_seconds,
+                   settings.bridge_batch_size, settings.bridge_webhook_concurrency, settings.bridge_max_held_events,
+                   factory)
 
     def of(self, store: StoreKey) -> "StoreDelivery":
         if store not in self._stores:
@@ -159,7 +146,7 @@ class StoreDelivery:
         return self.batch_size
 
     def pause_after_error(self) -> float:
-        return self._shared.retry.delay(1)
+        return self._shared.retry.delay(1).total_seconds()
 
     async def wait_until_ready(self, stop: asyncio.Event) -> bool:
         """Wait out the store's wait; False when stopped meanwhile. A destination set again meanwhile (a fixed key, a
@@ -244,8 +231,8 @@ class StoreDelivery:
             lanes_in_backoff=len(self._backing_off))
         if failure.credentials:
             log.warning("eCom store %s refused the credentials; trying again in %s s: %s", self.store.ecom_store_id,
-                        retry.credentials_seconds, failure)
-            self.ready_at = time.monotonic() + retry.credentials_seconds
+                        self._shared.credentials_wait_seconds, failure)
+            self.ready_at = time.monotonic() + self._shared.credentials_wait_seconds
             return Outcome(settled=at, delivered=at)
         if not failure.transient or attempts >= retry.max_attempts:
             log.warning("event %s of eCom store %s dead-lettered after %s attempt(s): %s", held.event.event_id,
@@ -255,8 +242,9 @@ class StoreDelivery:
             return Outcome(settled=at + 1, delivered=at)
         self._failed_since_success.add(held.key)
         if len(self._failed_since_success) >= STORE_DOWN_LANES:  # not one entity's trouble: the destination's
-            self.ready_at = time.monotonic() + retry.delay(len(self._failed_since_success) - STORE_DOWN_LANES + 1)
-        return Outcome(settled=at, delivered=at, wait=retry.delay(attempts))
+            store_failures = len(self._failed_since_success) - STORE_DOWN_LANES + 1
+            self.ready_at = time.monotonic() + retry.delay(store_failures).total_seconds()
+        return Outcome(settled=at, delivered=at, wait=retry.delay(attempts).total_seconds())
 
     async def mark_delivered(self, delivered: Sequence[Held]) -> None:
         await self._write(event_delivery.mark_delivered, self._shared.engine, self.store,
