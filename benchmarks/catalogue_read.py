@@ -12,7 +12,6 @@ requests/s at the same concurrency); the whole id list answers in under 0.5 s (p
 Also measured: `POST /inventory/trigger_events` (100,000 outbox rows in one transaction; issue 9: < 1 s).
 """
 
-import argparse
 import os
 import signal
 import time
@@ -24,7 +23,7 @@ import httpx
 import pyarrow as pa
 import sqlalchemy as sa
 
-from benchmarks.databases import backend_database
+from benchmarks.databases import run_timed_on_a_backend
 from benchmarks.http_load import gets, measure
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
 from db.bulk import staged
@@ -218,14 +217,5 @@ def _check_outbox(settings: Settings, seeded: Seeded) -> None:
     assert written == len(seeded.sku_ids), written
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=["duckdb", "postgresql"], default="duckdb")
-    parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per target")
-    args = parser.parse_args()
-    with backend_database(args.backend) as (database_url, folder):
-        run(args.backend, database_url, folder, args.seconds)
-
-
 if __name__ == "__main__":
-    main()
+    run_timed_on_a_backend(__doc__, run, default_seconds=5.0)

@@ -1,9 +1,10 @@
 """Scratch databases for a benchmark run: a PostgreSQL database on the server of PIA_TEST_POSTGRES_URL, or the
 embedded DuckDB file in a temporary data folder."""
 
+import argparse
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -51,3 +52,15 @@ def backend_database(backend: str) -> Iterator[tuple[str, Path]]:
         else:
             with scratch_postgres_url() as url:
                 yield url, Path(folder)
+
+
+def run_timed_on_a_backend(description: str, run: Callable[[str, str, Path, float], None],
+                           default_seconds: float) -> None:
+    """The command line of a benchmark that measures each target for some seconds on a fresh store of one
+    backend: `run(backend, database URL, data folder, seconds)`."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["duckdb", "postgresql"], default="duckdb")
+    parser.add_argument("--seconds", type=float, default=default_seconds, help="measuring time per target")
+    args = parser.parse_args()
+    with backend_database(args.backend) as (database_url, folder):
+        run(args.backend, database_url, folder, args.seconds)

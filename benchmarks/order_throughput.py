@@ -19,7 +19,6 @@ statistics (autovacuum gives them only after its naptime, mid-run) the planner r
 the products, at three times the cost.
 """
 
-import argparse
 import contextlib
 import itertools
 import os
@@ -33,7 +32,7 @@ import httpx
 import orjson
 import sqlalchemy as sa
 
-from benchmarks.databases import backend_database
+from benchmarks.databases import run_timed_on_a_backend
 from benchmarks.http_load import gets, measure
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _cpu_seconds, _start
 from db.clients import update_client
@@ -169,14 +168,5 @@ def run(backend: str, database_url: str, data_dir: Path, seconds: float) -> None
     print(f"[{backend}] CPU per order, created and opened: server {server_cpu / total * 1000:.1f} ms{postgres}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=["duckdb", "postgresql"], default="duckdb")
-    parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per target")
-    args = parser.parse_args()
-    with backend_database(args.backend) as (database_url, folder):
-        run(args.backend, database_url, folder, args.seconds)
-
-
 if __name__ == "__main__":
-    main()
+    run_timed_on_a_backend(__doc__, run, default_seconds=10.0)
