@@ -10,9 +10,10 @@ Connections are pooled per engine (SQLAlchemy's QueuePool over the driver's DB-A
 returned, and closed when the engine is disposed.
 """
 
+import re
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,6 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 _DIALECT = postgresql.psycopg.dialect(paramstyle="numeric_dollar")
+# Templates are compiled with numbered placeholders and no casts (psycopg's dialect writes `$1::VARCHAR`); a
+# parameter used twice keeps its number.
+_TEMPLATE_DIALECT = postgresql.psycopg2.dialect(paramstyle="numeric_dollar")
+_PLACEHOLDER = re.compile(r"\$(\d+)")
 _POOL_SIZE = 4
 
 _pools: "weakref.WeakKeyDictionary[sa.Engine, sa.pool.QueuePool]" = weakref.WeakKeyDictionary()
@@ -66,3 +71,39 @@ def inlined(statement: sa.Executable) -> str:
     with parameters it reads the whole result before handing over the first batch.
     """
     return str(statement.compile(dialect=_DIALECT, compile_kwargs={"literal_binds": True}))
+
+
+class InlinedTemplate:
+    """A statement compiled once, its bound parameters written in as literals at each use, as `inlined` writes them.
+
+    For a statement read again and again with other values (an Arrow page: the tenant, the filters, the key to
+    read after): building and compiling it with SQLAlchemy costs more than PostgreSQL takes to run it (about
+    5 ms against 3 ms for a page of 5,000 forecasts). Build the statement once with `sa.bindparam(name)` where the
+    values go; `render` writes them in, each with the literal processor of its bound parameter's type. Values
+    the statement was built with (a LIMIT) stay as built unless given.
+    """
+
+    def __init__(self, statement: sa.Executable) -> None:
+        compiled = statement.compile(dialect=_TEMPLATE_DIALECT)
+        pieces = _PLACEHOLDER.split(compiled.string)
+        names = compiled.positiontup or []
+        self._texts = pieces[0::2]
+        self._names = [names[int(number) - 1] for number in pieces[1::2]]
+        self._built = dict(compiled.params)
+        self._literals: dict[str, Callable[[Any], str]] = {}
+        for name in set(self._names):
+            kind = compiled.binds[name].type
+            literal = kind.dialect_impl(_DIALECT).literal_processor(_DIALECT)
+            if literal is None:
+                raise TypeError(f"no literal for the parameter {name} ({kind})")
+            self._literals[name] = literal
+
+    def render(self, values: Mapping[str, Any]) -> str:
+        """The statement's SQL with these values (and those it was built with) as literals."""
+        given = {**self._built, **values}
+        sql = [self._texts[0]]
+        for name, text in zip(self._names, self._texts[1:], strict=True):
+            if (value := given[name]) is None:
+                raise ValueError(f"no value for the parameter {name}")
+            sql += (self._literals[name](value), text)
+        return "".join(sql)

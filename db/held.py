@@ -5,6 +5,7 @@ that fetches at most the page, the row after it in the same store, and the first
 enough to cut the page at the store boundary and to tell whether rows follow, without reading further.
 """
 
+from collections.abc import Sequence
 from dataclasses import asdict, astuple, dataclass, fields
 from datetime import date, datetime
 from typing import Any, Generic, NamedTuple, Self, TypeVar
@@ -44,6 +45,8 @@ class ParameterKey(PageKey):
 
 
 KeyT = TypeVar("KeyT", bound=PageKey)
+# The column of an unordered page query telling its two reads apart (see page_query).
+PAGE_PART = "page_part"
 
 
 @dataclass(frozen=True)
@@ -56,11 +59,13 @@ class Page(Generic[KeyT]):
 # --- sales forecasts ------------------------------------------------------------------------------------
 
 def held_forecasts(tenant_id: str, *, retail_store_number: str | None = None, ecom_store_number: str | None = None,
-                   today: date) -> sa.Subquery:
-    """The tenant's unexpired held forecasts (optionally of one store), unordered; the lists and exports read
-    these."""
+                   today: date, columns: Sequence[str] | None = None) -> sa.Subquery:
+    """The tenant's unexpired held forecasts (optionally of one store, optionally just these columns),
+    unordered; the lists and exports read these."""
     forecasts = sales_forecasts
     query = unexpired_forecasts(tenant_id, today)
+    if columns is not None:
+        query = query.with_only_columns(*(forecasts.c[name] for name in columns))
     if retail_store_number is not None:
         query = query.where(forecasts.c.is_ecom == sa.false(), forecasts.c.store_number == retail_store_number)
     if ecom_store_number is not None:
@@ -228,26 +233,38 @@ def page_length(limit: int, first_store_rows: int) -> int:
     return min(limit, first_store_rows)
 
 
-def page_query(rows: sa.FromClause, key_type: type[PageKey], after: PageKey | None, limit: int) -> sa.Select:
+def page_query(rows: sa.FromClause, key_type: type[PageKey],
+               after: PageKey | Sequence[sa.ColumnElement[Any]] | None, limit: int, *,
+               ordered: bool = True) -> sa.Select | sa.CompoundSelect:
     """In key order, after the key: up to limit + 1 rows of the first store, then the first row of the next store.
 
     Fetching just these, rather than limit + 1 rows in key order, keeps the rows of further stores off the
-    wire when stores are small.
+    wire when stores are small. The key is a PageKey, or the values to compare with as SQL expressions (bound
+    parameters of a statement compiled once, see db.adbc.InlinedTemplate).
+
+    Unordered, the two reads come as they are (each in key order) with a column `page_part` numbering them (0:
+    the first store's rows, 1: the next store's first row), for the reader to put in order: ordering the union in
+    PostgreSQL costs a sort of the page's rows, as its planner cannot see that the first read's index order
+    (of one store, by SKU number) is the key order.
     """
     if limit < 1:
         raise ValueError("a page holds at least one row")
     names = key_names(key_type)
-    if after is not None:
-        rows = sa.select(rows).where(sa.tuple_(*(rows.c[name] for name in names))
-                                     > sa.tuple_(*(sa.literal(value) for value in astuple(after)))).subquery()
     key = [rows.c[name] for name in names]
     store_columns = key[:-1]
+    later = []
+    if after is not None:
+        values = ([sa.literal(value) for value in astuple(after)] if isinstance(after, PageKey) else list(after))
+        later.append(sa.tuple_(*key) > sa.tuple_(*values))
     # The first store, found once; read through scalar subqueries, which PostgreSQL computes up front, so the
     # two reads below can seek the index with its values.
-    first = sa.select(*store_columns).order_by(*key).limit(1).cte("head")
+    first = sa.select(*store_columns).where(*later).order_by(*key).limit(1).cte("head")
     head = [sa.select(column).scalar_subquery() for column in first.c]
-    in_head = sa.select(rows).where(*(column == value for column, value in zip(store_columns, head, strict=True)))
-    after_head = sa.select(rows).where(sa.tuple_(*store_columns) > sa.tuple_(*head))
-    both = sa.union_all(sa.select(in_head.order_by(*key).limit(limit + 1).subquery()),
-                        sa.select(after_head.order_by(*key).limit(1).subquery())).subquery("page")
+    in_store = [column == value for column, value in zip(store_columns, head, strict=True)]
+    in_head = sa.select(rows).where(*later, *in_store).order_by(*key).limit(limit + 1)
+    after_head = sa.select(rows).where(*later, sa.tuple_(*store_columns) > sa.tuple_(*head)).order_by(*key).limit(1)
+    if not ordered:
+        return sa.union_all(in_head.add_columns(sa.literal(0).label(PAGE_PART)),
+                            after_head.add_columns(sa.literal(1).label(PAGE_PART)))
+    both = sa.union_all(sa.select(in_head.subquery()), sa.select(after_head.subquery())).subquery("page")
     return sa.select(both).order_by(*(both.c[name] for name in names))

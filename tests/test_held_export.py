@@ -21,7 +21,14 @@ from contracts.held_datasets import (
     SALES_FORECAST_DAYS,
     SALES_FORECASTS,
 )
-from db.held_export import replenishment_parameter_batches, sales_forecast_batches
+from db.adbc import inlined
+from db.held import ForecastKey, held_forecasts, page_query
+from db.held_export import (
+    _FORECAST_COLUMNS,
+    _forecast_page_template,
+    replenishment_parameter_batches,
+    sales_forecast_batches,
+)
 from db.ids import new_id, utc_now
 from db.schema import sales_forecasts
 from db.tenants import create_tenant
@@ -203,3 +210,20 @@ def test_pipeline_export_names_the_tenant_when_several_hold_data(settings: Setti
                       ["export", "forecasts", "--out", str(out), "--tenant", "no-such-tenant"]):
         result = CliRunner().invoke(pipeline, arguments, env=store_of(settings))
         assert result.exit_code == 2 and "--tenant" in result.output and not out.exists()
+
+
+@pytest.mark.parametrize("retail, ecom, after", [
+    (None, None, None), ("10'01", None, ForecastKey(False, "1001", "a\\b'c")),
+    (None, "2001", ForecastKey(True, "2", "9"))])
+def test_forecast_page_template_writes_what_inlining_writes(retail: str | None, ecom: str | None,
+                                                            after: ForecastKey | None) -> None:
+    """The PostgreSQL page SQL, compiled once and its values written in, is the SQL compiling the page with its values
+    as literals gives (quotes and backslashes included)."""
+    today = utc_now().date()
+    template = _forecast_page_template(retail is not None, ecom is not None, after is not None, 50)
+    key = {f"after_{name}": value for name, value in after.to_dict().items()} if after else {}
+    rendered = template.render({"tenant_id": "t'1", "today": today, "retail_store_number": retail,
+                                "ecom_store_number": ecom, **key})
+    rows = held_forecasts("t'1", retail_store_number=retail, ecom_store_number=ecom, today=today,
+                          columns=list(_FORECAST_COLUMNS))
+    assert rendered == inlined(page_query(rows, ForecastKey, after, 50, ordered=False))

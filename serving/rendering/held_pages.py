@@ -1,5 +1,5 @@
-"""JSON pages of held demand planning data, rendered from the Arrow pages (db.held_export) column by column: the
-JSON and Arrow answers of a list are one read, and no Python object is made per row."""
+"""Pages of held demand planning data, rendered from the Arrow pages (db.held_export): as JSON column by column, or
+as an Arrow IPC stream. The JSON and Arrow answers of a list are one read, and no Python object is made per row."""
 
 import orjson
 import polars as pl
@@ -38,3 +38,12 @@ def page_json(table: pa.Table, next_cursor: str | None) -> bytes:
     fields = _forecast_fields() if "quantities" in table.column_names else _parameter_fields()
     items = pl.from_arrow(table).select(pl.struct(fields).struct.json_encode().str.join(",")).item()
     return b'{"items":[' + (items or "").encode() + b'],"nextCursor":' + orjson.dumps(next_cursor) + b"}"
+
+
+def page_arrow(table: pa.Table) -> bytes:
+    """The page as an Arrow IPC stream (its schema, then its record batches), written in memory at once: a page is
+    whole before it is answered, and writing it through a Python file object cost a call per buffer."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()

@@ -72,7 +72,7 @@ from serving.openapi import also_answers
 from serving.paging import decode_cursor, encode_cursor
 from serving.protection import protect
 from serving.rendering.batches import batch_status
-from serving.rendering.held_pages import page_json
+from serving.rendering.held_pages import page_arrow, page_json
 from serving.rendering.stores import ecom_store_json, retail_store_json
 from serving.services import services
 
@@ -260,8 +260,8 @@ def _held_page_response(page: ArrowPage) -> Response:
     cursor = encode_cursor(page.next)
     if not _wants_arrow():
         return Response(page_json(page.table, cursor), content_type="application/json")
-    return Response(b"".join(encoded(page.table.to_batches(), page.table.schema, ARROW_STREAM)),
-                    content_type=ARROW_STREAM, headers={NEXT_CURSOR_HEADER: cursor} if cursor else None)
+    return Response(page_arrow(page.table), content_type=ARROW_STREAM,
+                    headers={NEXT_CURSOR_HEADER: cursor} if cursor else None)
 
 
 @blueprint.get("/sales_forecasts")
