@@ -30,13 +30,17 @@ import argparse
 import asyncio
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
+import aiohttp
+import orjson
 import sqlalchemy as sa
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -57,10 +61,12 @@ from db.secrets import new_secret_key, secret_box
 from settings import Settings
 
 PARTITIONS = 12
-TOPIC, BASELINE_TOPIC = "pia.events", "bench.baseline"
+TOPIC, BASELINE_TOPIC, FLOOR_TOPIC = "pia.events", "bench.baseline", "bench.floor"
 WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 PIA = str(Path(sys.executable).parent / "pia")
 TARGET_SHARE, TARGET_RATE = 0.30, 5_000
+GOAL_RATE = 7_000  # issue 19 point 5: 100,000 events trigger → webhook on a quiet machine
+FLOOR_ROUNDS, FLOOR_IN_FLIGHT, FLOOR_BATCH = 3, 16, 500  # as many POSTs in flight as the bridge's lanes, its batch
 # Waits that would mean the pipeline is stuck, not slow: the run fails instead of hanging.
 START_SECONDS, DRAIN_SECONDS = 120, 600
 
@@ -222,12 +228,107 @@ async def bare_kafka(broker: Broker, count: int, tenant_id: str, store_id: str) 
         await consumer.stop()
 
 
+# The floor: the bridge's path done bare, in a process of its own started with `--floor BOOTSTRAP PORT COUNT ROUND`:
+# aiokafka consumes the relay's records in batches, each is POSTed with aiohttp (one session, FLOOR_IN_FLIGHT at
+# once) to a receiver like the pipeline's, signed as events/webhook.py signs, with the same headers and the record's
+# bytes as the body; offsets committed after each batch. No database, no lanes, no bookkeeping.
+
+async def _floor(bootstrap_servers: str, port: int, count: int, round_: int) -> tuple[float, float, float]:
+    """Seconds, CPU seconds and system CPU seconds from the group's assignment to the last of `count` POSTs
+    answered."""
+    webhook, url = Webhook(WEBHOOK_SECRET), f"http://127.0.0.1:{port}/hooks"
+    consumer = AIOKafkaConsumer(FLOOR_TOPIC, bootstrap_servers=bootstrap_servers, group_id=f"bench-floor-{round_}",
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+    session = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar(), headers={"user-agent": "pia-events"},
+                                    skip_auto_headers=("accept", "accept-encoding"))
+    queue: asyncio.Queue = asyncio.Queue(maxsize=FLOOR_BATCH)
+    await consumer.start()
+    try:
+        while not consumer.assignment():
+            await asyncio.sleep(0.05)
+        started, cpu_started, system_started = time.perf_counter(), time.process_time(), os.times().system
+
+        async def post() -> None:
+            while (record := await queue.get()) is not None:
+                subject = next(value for name, value in record.headers if name == "subject").decode()
+                event_id = orjson.loads(record.value)["eventId"]
+                signed_at = datetime.now(UTC)
+                headers = {"content-type": "application/json", "webhook-id": event_id,
+                           "webhook-timestamp": str(int(signed_at.timestamp())), "webhook-subject": subject,
+                           "webhook-signature": webhook.sign(event_id, signed_at, record.value.decode())}
+                async with session.post(url, data=record.value, headers=headers, allow_redirects=False) as answer:
+                    await answer.read()
+                    if answer.status != 204:
+                        raise SystemExit(f"the floor's POST got {answer.status}")
+                queue.task_done()
+
+        posters = [asyncio.create_task(post()) for _ in range(FLOOR_IN_FLIGHT)]
+        consumed = 0
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while consumed < count:
+                batches = await consumer.getmany(timeout_ms=500, max_records=FLOOR_BATCH)
+                for records in batches.values():
+                    for record in records:
+                        await queue.put(record)
+                    consumed += len(records)
+                await queue.join()
+                await consumer.commit()
+        for _ in posters:
+            queue.put_nowait(None)
+        await asyncio.gather(*posters)
+        return (time.perf_counter() - started, time.process_time() - cpu_started,
+                os.times().system - system_started)
+    finally:
+        await session.close()
+        await consumer.stop()
+
+
+def floor_process(bootstrap_servers: str, port: int, count: int, round_: int) -> None:
+    seconds, cpu, system = asyncio.run(_floor(bootstrap_servers, port, count, round_))
+    print(f"floor {seconds} {cpu} {system}", flush=True)
+
+
+@dataclass
+class Floor:
+    seconds: float  # the median round's
+    cpu: float  # CPU seconds of the floor's process, the median round's
+    system: float  # of `cpu`, the system time
+    rounds: list[tuple[float, float]]
+
+
+def floor(broker: Broker, port: int, count: int, tenant_id: str, store_id: str) -> Floor:
+    """FLOOR_ROUNDS rounds over the same records after a warm-up round, each a fresh process and consumer group."""
+    async def produce() -> None:
+        await broker.create_topic(FLOOR_TOPIC)
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all", enable_idempotence=False)
+        await producer.start()
+        try:
+            sent = [await producer.send(FLOOR_TOPIC, value, key=key, headers=headers)
+                    for key, value, headers in _records(count, tenant_id, store_id)]
+            await asyncio.gather(*sent)
+        finally:
+            await producer.stop()
+
+    asyncio.run(produce())
+    rounds = []
+    for round_ in range(FLOOR_ROUNDS + 1):  # round 0 warms the broker and the receiver up
+        line = subprocess.run([sys.executable, "-m", "benchmarks.event_delivery", "--floor", broker.bootstrap_servers,
+                               str(port), str(count), str(round_)], capture_output=True, text=True, check=True)
+        word, seconds, cpu, system = line.stdout.split()
+        assert word == "floor"
+        if round_:
+            rounds.append((float(seconds), float(cpu), float(system)))
+    median = sorted(rounds, key=lambda round_: round_[1])[len(rounds) // 2]  # by CPU
+    return Floor(statistics.median(seconds for seconds, _, _ in rounds), median[1], median[2],
+                 [(seconds, cpu) for seconds, cpu, _ in rounds])
+
+
 # The pipeline: pia worker (relay) and pia bridge as processes, the trigger here.
 
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU time of a live process so far."""
+def _cpu_seconds(pid: int, system_only: bool = False) -> float:
+    """User and system CPU time of a live process so far (system time alone: the kernel's work for it, sockets)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[12]) + (0 if system_only else int(fields[11]))) / os.sysconf("SC_CLK_TCK")
 
 
 def _backends(engine: sa.Engine) -> list[int]:
@@ -245,13 +346,18 @@ class CpuTally:
         self.started: dict[str, float] = {}
         self.backends: dict[int, float] = {}
         self.spent: dict[str, float] = {}
+        self.system_started: dict[str, float] = {}
+        self.system: dict[str, float] = {}  # of `spent`, the system time
 
     def start(self) -> None:
         self.started = {name: _cpu_seconds(pid) for name, pid in self.processes.items()}
+        self.system_started = {name: _cpu_seconds(pid, True) for name, pid in self.processes.items()}
         self.backends = {pid: _cpu_seconds(pid) for pid in _backends(self.engine)}
 
     def stop(self) -> None:
         self.spent = {name: _cpu_seconds(pid) - self.started[name] for name, pid in self.processes.items()}
+        self.system = {name: _cpu_seconds(pid, True) - self.system_started[name]
+                       for name, pid in self.processes.items()}
         self.spent["PostgreSQL"] = sum(_cpu_seconds(pid) - self.backends[pid] for pid in _backends(self.engine)
                                        if pid in self.backends)
 
@@ -267,6 +373,7 @@ class Drained:
     posts: int
     rejected: int
     cpu: dict[str, float]  # CPU seconds per process, trigger to drain
+    system: dict[str, float]  # of which system time
 
 
 def _pia(command: str, settings: Settings, broker: Broker, log: Path, profile: Path | None) -> subprocess.Popen:
@@ -327,7 +434,8 @@ def deliver(settings: Settings, broker: Broker, receiver: subprocess.Popen, tena
         if line[:2] != ["received", str(count)]:
             raise SystemExit(f"the receiver said {line}")
         first, last, posts, rejected = float(line[2]), float(line[3]), int(line[4]), int(line[5])
-        return Drained(started, committed, published, delivered, first, last, posts, rejected, cpu.spent), count
+        return Drained(started, committed, published, delivered, first, last, posts, rejected, cpu.spent,
+                       cpu.system), count
     finally:
         for process in (bridge, worker):
             process.terminate()
@@ -346,32 +454,50 @@ def run(profile: Path | None, analyze: bool, products: int) -> None:
         port = _free_port()
         receiver = subprocess.Popen([sys.executable, "-m", "benchmarks.event_delivery", "--receive", str(port),
                                      str(count)], stdout=subprocess.PIPE, text=True)
+        floor_port = _free_port()  # the floor's receiver: the same code, counting apart (it never prints)
+        floor_receiver = subprocess.Popen([sys.executable, "-m", "benchmarks.event_delivery", "--receive",
+                                           str(floor_port), str(count + 1)], stdout=subprocess.DEVNULL)
         broker = Broker()
+        loads = [os.getloadavg()]
         try:
             _wait_for_port(port, receiver, "the webhook receiver")
+            _wait_for_port(floor_port, floor_receiver, "the floor's webhook receiver")
             engine = create_engine(settings)
             set_destination(engine, secret_box(settings), tenant_id, store_id, DestinationSettings(
                 kind="WEBHOOK", endpoint=f"http://127.0.0.1:{port}/hooks", entity_path=None,
                 shared_access_key_name=None, secret=WEBHOOK_SECRET))
             engine.dispose()
             bare_seconds = asyncio.run(bare_kafka(broker, count, tenant_id, store_id))
+            bare_floor = floor(broker, floor_port, count, tenant_id, store_id)
             asyncio.run(broker.create_topic(TOPIC))
             drained, count = deliver(settings, broker, receiver, tenant_id, store_id, folder, profile,
                                      analyze)
+            loads.append(os.getloadavg())
         finally:
             broker.stop()
-            receiver.kill()
-            receiver.wait(timeout=10)
-    report(count, bare_seconds, drained, analyze)
+            for process in (receiver, floor_receiver):
+                process.kill()
+                process.wait(timeout=10)
+    report(count, bare_seconds, bare_floor, drained, analyze, loads)
 
 
-def report(count: int, bare_seconds: float, drained: Drained, analyze: bool) -> None:
+def report(count: int, bare_seconds: float, bare_floor: Floor, drained: Drained, analyze: bool,
+           loads: list[tuple[float, float, float]]) -> None:
     bare_rate = count / bare_seconds
     end_to_end = drained.last_received - drained.trigger_started
     rate = count / end_to_end
+    floor_rate = count / bare_floor.seconds
     print(f"{count:,} events, {PARTITIONS} partitions, PostgreSQL"
-          f"{', ANALYZE event_outbox after the trigger' if analyze else ''}")
+          f"{', ANALYZE event_outbox after the trigger' if analyze else ''}; load average (1, 5, 15 min) "
+          + " → ".join(" ".join(f"{load:.2f}" for load in three) for three in loads))
     print(f"  bare aiokafka produce + consume (baseline)  {bare_seconds:7.2f} s  {bare_rate:9,.0f} msgs/s")
+    print(f"  floor: aiokafka consume → signed aiohttp POST → the same receiver, median of {FLOOR_ROUNDS} after a "
+          "warm-up:")
+    print(f"    {bare_floor.seconds:7.2f} s  {floor_rate:9,.0f} events/s  "
+          f"{bare_floor.cpu / count * 1e6:6.0f} µs CPU per event, {bare_floor.system / bare_floor.cpu:.0%} system "
+          "(rounds: "
+          + ", ".join(f"{count / seconds:,.0f}/s {cpu / count * 1e6:.0f} µs" for seconds, cpu in bare_floor.rounds)
+          + ")")
     print(f"  trigger_events call (one transaction)      {drained.trigger_committed - drained.trigger_started:7.2f} s")
     print(f"  relay: every row published                  {drained.published - drained.trigger_committed:7.2f} s "
           "after the commit")
@@ -386,9 +512,14 @@ def report(count: int, bare_seconds: float, drained: Drained, analyze: bool) -> 
     print(f"  POSTs {drained.posts:,} ({drained.posts - count:,} duplicates), signatures refused {drained.rejected}")
     print("  CPU per event, trigger to drain:")
     for name, seconds in drained.cpu.items():
-        print(f"    {name:<34} {seconds / count * 1e6:6.0f} µs  ({seconds:6.1f} s)")
+        system = f", {drained.system[name] / seconds:4.0%} system" if name in drained.system and seconds else ""
+        print(f"    {name:<34} {seconds / count * 1e6:6.0f} µs  ({seconds:6.1f} s{system})")
     total = sum(drained.cpu.values())
     print(f"    {'all of them':<34} {total / count * 1e6:6.0f} µs  ({total:6.1f} s)")
+    bridge_cpu = drained.cpu["pia bridge"] / count
+    print(f"  goal {GOAL_RATE:,} events/s; floor {floor_rate:,.0f}/s; pia end to end {rate:,.0f}/s = "
+          f"{rate / floor_rate:.1%} of the floor; bridge CPU {bridge_cpu * 1e6:.0f} µs per event = "
+          f"{bridge_cpu / (bare_floor.cpu / count):.2f} × the floor's {bare_floor.cpu / count * 1e6:.0f} µs")
     share_met, rate_met = rate >= TARGET_SHARE * bare_rate, rate >= TARGET_RATE
     print(f"  target ≥ {TARGET_SHARE:.0%} of bare Kafka: {'met' if share_met else 'NOT met'}; "
           f"target ≥ {TARGET_RATE:,} events/s: {'met' if rate_met else 'NOT met'}")
@@ -401,9 +532,12 @@ def main() -> None:
     parser.add_argument("--products", type=int, default=catalogue_read.PRODUCTS,
                         help=f"products of the catalogue, {catalogue_read.SKUS_PER_PRODUCT} SKUs (events) each")
     parser.add_argument("--receive", nargs=2, type=int, metavar=("PORT", "COUNT"), help=argparse.SUPPRESS)
+    parser.add_argument("--floor", nargs=4, metavar=("BOOTSTRAP", "PORT", "COUNT", "ROUND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.receive:
         receive(*args.receive)
+    elif args.floor:
+        floor_process(args.floor[0], *map(int, args.floor[1:]))
     else:
         run(args.profile, args.analyze, args.products)
 
