@@ -231,7 +231,7 @@ async def bare_kafka(broker: Broker, count: int, tenant_id: str, store_id: str) 
 # The floor: the bridge's path done bare, in a process of its own started with `--floor BOOTSTRAP PORT COUNT ROUND`:
 # aiokafka consumes the relay's records in batches, each is POSTed with aiohttp (one session, FLOOR_IN_FLIGHT at
 # once) to a receiver like the pipeline's, signed as events/webhook.py signs, with the same headers and the record's
-# bytes as the body; offsets committed after each batch. No database, no lanes, no bookkeeping.
+# bytes as the body; the offsets read committed after each batch. No database, no lanes, no bookkeeping.
 
 async def _floor(bootstrap_servers: str, port: int, count: int, round_: int) -> tuple[float, float, float]:
     """Seconds, CPU seconds and system CPU seconds from the group's assignment to the last of `count` POSTs
@@ -269,10 +269,10 @@ async def _floor(bootstrap_servers: str, port: int, count: int, round_: int) -> 
                 batches = await consumer.getmany(timeout_ms=500, max_records=FLOOR_BATCH)
                 for records in batches.values():
                     for record in records:
-                        await queue.put(record)
+                        await queue.put(record)  # waits while FLOOR_BATCH records wait for a POST
                     consumed += len(records)
-                await queue.join()
-                await consumer.commit()
+                await consumer.commit()  # what was read: the floor keeps no account of what was delivered
+            await queue.join()
         for _ in posters:
             queue.put_nowait(None)
         await asyncio.gather(*posters)
