@@ -539,13 +539,13 @@ class KafkaSource(ConsumerRebalanceListener):
 
 def _parse(record: ConsumerRecord) -> tuple[StoreKey, OutgoingEvent] | None:
     """The store and event of a record of the relay's format; None when it is not one."""
-    headers = {name: value.decode() for name, value in record.headers}
     try:
+        headers = {name: value.decode() for name, value in record.headers}  # a header without a value: None
         message = orjson.loads(record.value)
         event = OutgoingEvent(event_id=message["eventId"], subject=headers["subject"], entity_id=message["entityId"],
                               datetime=datetime.fromisoformat(message["datetime"]), metadata=message.get("metadata"))
         return StoreKey(headers["tenantId"], headers["ecomStoreId"]), event
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None
 
 

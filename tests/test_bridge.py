@@ -501,3 +501,23 @@ async def test_lanes_keep_each_entitys_order_and_commit_only_up_to_the_first_und
     assert receiver.most_in_flight > 1  # several POSTs at once to the one store
     assert_delivered_in_order_per_entity(receiver, expected)
     assert all(row.delivered_time is not None for row in outbox_rows(engine, tenant_id).values())
+
+
+def test_a_record_not_of_the_relays_format_is_skipped_not_a_crash() -> None:
+    """A record whose value is not the event message, or a header missing or without a value (Kafka allows
+    both), is no event: the consumer loop skips it instead of failing on it."""
+    from aiokafka import ConsumerRecord
+
+    from events.bridge import _parse
+
+    event = OutgoingEvent(new_id(), subjects.INVENTORY_UPDATED, new_id(), utc_now(), {"a": 1})
+    headers = [("subject", event.subject.encode()), ("tenantId", b"tenant"), ("ecomStoreId", b"store")]
+
+    def record(value: bytes | None, headers: list[tuple[str, bytes | None]] = headers) -> ConsumerRecord:
+        return ConsumerRecord("topic", 0, 7, 0, 0, b"key", value, None, 0, 0, headers)
+
+    assert _parse(record(event.body())) == (StoreKey("tenant", "store"), event)
+    assert _parse(record(b"not json")) is None
+    assert _parse(record(None)) is None
+    assert _parse(record(event.body(), [*headers[:2], ("ecomStoreId", None)])) is None
+    assert _parse(record(event.body(), headers[1:])) is None
