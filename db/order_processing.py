@@ -56,8 +56,8 @@ BATCH = 100
 
 
 def retry_policy(settings: Settings) -> RetryPolicy:
-    return RetryPolicy(settings.order_max_attempts, settings.order_retry_base_seconds,
-                       settings.order_retry_max_seconds)
+    return RetryPolicy(settings.order.max_attempts, settings.order.retry_base_seconds,
+                       settings.order.retry_max_seconds)
 
 
 def received_orders(engine: sa.Engine, now: datetime, limit: int = BATCH) -> list[tuple[str, str]]:

@@ -1,23 +1,23 @@
 """The bridge: change events to each eCom store's destination (its Service Bus entity or webhook), at least once.
 
 Each eCom store's events wait in lanes by entity (events/lanes.py) and go out in order per entity, several entities
-at once (up to bridge_webhook_concurrency attempts per store), through the store's `StoreDelivery`: its destination,
+at once (up to bridge.webhook_concurrency attempts per store), through the store's `StoreDelivery`: its destination,
 what a failure means and what is written. A failure is classified by the destination (events/delivery.py):
 - permanent (a webhook's 4xx other than 401/403/408/429, a redirect; Service Bus's unknown entity, a message too
   large): the event is dead-lettered after that one attempt, its answer recorded, and its lane goes on;
 - transient (5xx, 408, 429, a timeout, a connection failure): its lane alone waits out an exponential backoff with
-  jitter, and after bridge_max_attempts counted attempts the event is dead-lettered; when the lanes of
+  jitter, and after bridge.max_attempts counted attempts the event is dead-lettered; when the lanes of
   STORE_DOWN_LANES different entities fail with no success between, the destination looks down and the whole store
   waits too, so a receiver that is down is not hammered once per entity;
-- credentials refused: reported in the store's state and tried again only every bridge_credentials_retry_seconds,
+- credentials refused: reported in the store's state and tried again only every bridge.credentials_retry_seconds,
   the whole store waiting, without counting towards the attempts.
 A failed batch whose event at fault is unknown (Service Bus sends a batch at once) is tried one event at a time,
 so the attempts and the dead letter land on that event. A store without a destination has its events discarded
-(NO_DESTINATION). Destinations are built from the stored settings, with bridge_attempt_timeout_seconds as the
+(NO_DESTINATION). Destinations are built from the stored settings, with bridge.attempt_timeout_seconds as the
 bound of each attempt (each POST), and rebuilt when they change.
 
-Two sources feed the lanes, each holding at most bridge_max_held_events of a store's events at once:
-- `KafkaSource` (Kafka mode): a consumer group on settings.kafka_topic; a partition whose records fill a store's
+Two sources feed the lanes, each holding at most bridge.max_held_events of a store's events at once:
+- `KafkaSource` (Kafka mode): a consumer group on settings.kafka.topic; a partition whose records fill a store's
   lanes beyond the bound is paused until they drain to half of it; an offset is committed per partition only up to
   the first event not yet delivered or dead-lettered, so a crash or a rebalance re-reads, never skips.
 - `OutboxSource` (embedded mode): the outbox itself, read by pages as the lanes drain; on PostgreSQL a bridge
@@ -91,11 +91,11 @@ class Deliveries:
     def from_settings(cls, settings: Settings, engine: sa.Engine,
                       destination_factory: DestinationFactory | None = None) -> "Deliveries":
         factory = destination_factory or functools.partial(build_destination,
-                                                           timeout=settings.bridge_attempt_timeout_seconds)
-        retry = RetryPolicy(settings.bridge_max_attempts, settings.bridge_retry_base_seconds,
-                            settings.bridge_retry_max_seconds)
-        return cls(engine, secret_box(settings), retry, settings.bridge_credentials_retry_seconds,
-                   settings.bridge_batch_size, settings.bridge_webhook_concurrency, settings.bridge_max_held_events,
+                                                           timeout=settings.bridge.attempt_timeout_seconds)
+        retry = RetryPolicy(settings.bridge.max_attempts, settings.bridge.retry_base_seconds,
+                            settings.bridge.retry_max_seconds)
+        return cls(engine, secret_box(settings), retry, settings.bridge.credentials_retry_seconds,
+                   settings.bridge.batch_size, settings.bridge.webhook_concurrency, settings.bridge.max_held_events,
                    factory)
 
     def of(self, store: StoreKey) -> "StoreDelivery":
@@ -322,7 +322,7 @@ class _Claims:
 
 class OutboxSource:
     """Embedded mode: the outbox is the queue. Stores with something to deliver are found by a poll; each gets a
-    feeder that claims the store, reads its rows by pages into its lanes (no more than bridge_max_held_events at
+    feeder that claims the store, reads its rows by pages into its lanes (no more than bridge.max_held_events at
     once) and ends, releasing the store, once nothing is left."""
 
     def __init__(self, deliveries: Deliveries, poll_seconds: float) -> None:
@@ -439,9 +439,9 @@ class KafkaSource(ConsumerRebalanceListener):
     def __init__(self, deliveries: Deliveries, settings: Settings) -> None:
         self._deliveries = deliveries
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap_servers, group_id=settings.kafka_group_id,
+            bootstrap_servers=settings.kafka.bootstrap_servers, group_id=settings.kafka.group_id,
             enable_auto_commit=False, auto_offset_reset="earliest", request_timeout_ms=30_000)
-        self._topic = settings.kafka_topic
+        self._topic = settings.kafka.topic
         self._progress: dict[TopicPartition, _PartitionProgress] = {}
         self._committed: dict[TopicPartition, int] = {}
         self._stores: dict[StoreKey, StoreLanes] = {}
@@ -554,9 +554,9 @@ async def run_bridge(settings: Settings, engine: sa.Engine, stop: asyncio.Event,
     """Deliver until `stop` is set: from Kafka when bootstrap servers are set, else from the outbox."""
     deliveries = Deliveries.from_settings(settings, engine, destination_factory)
     source: KafkaSource | OutboxSource
-    if settings.kafka_bootstrap_servers:
+    if settings.kafka.bootstrap_servers:
         source = KafkaSource(deliveries, settings)
     else:
-        source = OutboxSource(deliveries, settings.bridge_poll_seconds)
-    log.info("bridge delivering from %s", "Kafka" if settings.kafka_bootstrap_servers else "the outbox")
+        source = OutboxSource(deliveries, settings.bridge.poll_seconds)
+    log.info("bridge delivering from %s", "Kafka" if settings.kafka.bootstrap_servers else "the outbox")
     await source.run(stop)

@@ -1,6 +1,6 @@
 """The relay, Kafka mode's first leg: unpublished outbox rows to the Kafka topic, marked published once acknowledged.
 
-A round claims up to relay_batch_size rows in event_id order and sets their published_time in the same statement
+A round claims up to relay.batch_size rows in event_id order and sets their published_time in the same statement
 (one pass over the rows, not a read and a write), sends each as the record the bridge reads (key
 `ecomStoreId:entityId`, headers subject/tenantId/ecomStoreId, value the event message), waits for every
 acknowledgement (acks="all") and only then commits. A failed send rolls the round back: its rows stay unpublished
@@ -8,7 +8,7 @@ and go again next round, so a row reaches Kafka at least once, possibly twice.
 
 On PostgreSQL several relays (one per `pia worker`) share the outbox: each claims rows with FOR UPDATE SKIP
 LOCKED, so in the normal case no row is sent twice, and each wakes at once on the NOTIFY a writing transaction
-sends at commit (db/outbox.py), with the slow poll relay_poll_seconds as the safety net. On DuckDB the serve
+sends at commit (db/outbox.py), with the slow poll relay.poll_seconds as the safety net. On DuckDB the serve
 process owns the file and runs the one relay, which polls. While Kafka (or the database) fails, rounds are tried
 again after an exponential backoff with jitter; the rows wait in the outbox meanwhile.
 """
@@ -56,7 +56,7 @@ def kafka_record(row: sa.Row) -> Record:
 
 def new_producer(settings: Settings, timeout_ms: int = KAFKA_TIMEOUT_MS) -> AIOKafkaProducer:
     # No idempotence: the test broker cannot do it, and the bridge's consumers deduplicate on eventId anyway.
-    return AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all", enable_idempotence=False,
+    return AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", enable_idempotence=False,
                             request_timeout_ms=timeout_ms)
 
 
@@ -83,12 +83,12 @@ async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, setting
     fails. The database calls block the event loop: it is the relay's own, nothing else waits on it."""
     with engine.begin() as conn:
         # RETURNING comes in no particular order: sorted here, since the sends must go in event_id order.
-        rows = sorted(conn.execute(_claim(engine, settings.relay_batch_size)), key=lambda row: row.event_id)
+        rows = sorted(conn.execute(_claim(engine, settings.relay.batch_size)), key=lambda row: row.event_id)
         if not rows:
             return 0
         # Sends issued one after another, in event_id order: aiokafka keeps that order within a partition, and
         # one key always goes to one partition, so each eCom store and entity keeps its order.
-        acknowledgements = [await producer.send(settings.kafka_topic, value, key=key, headers=headers)
+        acknowledgements = [await producer.send(settings.kafka.topic, value, key=key, headers=headers)
                             for key, value, headers in map(kafka_record, rows)]
         outcomes = await asyncio.gather(*acknowledgements, return_exceptions=True)
         if failure := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None):
@@ -128,8 +128,8 @@ class _Relay:
                 if failures:
                     log.info("relay: sending again after %d failed round(s)", failures)
                     failures = 0
-                if published < self.settings.relay_batch_size:  # else more may wait: go on at once
-                    await self._pause(self.settings.relay_poll_seconds, wake)
+                if published < self.settings.relay.batch_size:  # else more may wait: go on at once
+                    await self._pause(self.settings.relay.poll_seconds, wake)
         finally:
             if listener is not None:
                 listener.cancel()
@@ -200,5 +200,5 @@ class _Relay:
                 failures += 1
                 if failures == 1:
                     log.warning("relay: cannot listen for new events (%s); polling every %.0f s meanwhile",
-                                type(error).__name__, self.settings.relay_poll_seconds)
+                                type(error).__name__, self.settings.relay.poll_seconds)
                 await asyncio.sleep(self._backoff(failures))

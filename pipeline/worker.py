@@ -159,9 +159,9 @@ class Pipeline:
     def from_settings(cls, settings: Settings, engine: sa.Engine,
                       on_attempt: Callable[[Attempt], None] | None = None) -> "Pipeline":
         return cls(engine, settings.resolved_staging_dir, tenant_locks_for(engine),
-                   retry=RetryPolicy(settings.worker_max_attempts, settings.worker_retry_base_seconds,
-                                     settings.worker_retry_max_seconds),
-                   lock_timeout_seconds=settings.worker_lock_timeout_seconds,
+                   retry=RetryPolicy(settings.worker.max_attempts, settings.worker.retry_base_seconds,
+                                     settings.worker.retry_max_seconds),
+                   lock_timeout_seconds=settings.worker.lock_timeout_seconds,
                    retention=RetentionPolicy.from_settings(settings),
                    retention_interval_seconds=settings.retention_interval_seconds,
                    cart_hold=timedelta(hours=settings.click_and_collect_hold_hours), on_attempt=on_attempt)

@@ -228,9 +228,9 @@ def _admin_client(url: str, tenant_id: str, credentials_file: Path | None) -> Ad
     try:
         if credentials_file is not None:
             credentials = credentials_from_file(credentials_file, tenant_id)
-        elif settings.admin_client_id and settings.admin_client_secret.get_secret_value():
-            credentials = AdminCredentials(settings.admin_client_id,
-                                           settings.admin_client_secret.get_secret_value())
+        elif settings.admin.client_id and settings.admin.client_secret.get_secret_value():
+            credentials = AdminCredentials(settings.admin.client_id,
+                                           settings.admin.client_secret.get_secret_value())
         else:
             raise CredentialsMissing("set PIA_ADMIN_CLIENT_ID and PIA_ADMIN_CLIENT_SECRET or pass --credentials "
                                      "FILE (an admin-scope client: pia admin create-client --scope admin)")
@@ -243,7 +243,7 @@ def _perform(tenant_id: str, url: str | None, credentials_file: Path | None, met
              direct: Callable[[sa.Engine], Any], shown: Callable[[Any], Any] = lambda answer: answer) -> None:
     """Run one admin operation through the server's API at `url`, or with `direct` on the database; print the
     answer (as `shown` makes it: a 204 has none), or the error body on stderr with exit status 1."""
-    url = url or Settings().admin_url
+    url = url or Settings().admin.url
     try:
         if url:
             with _admin_client(url, tenant_id, credentials_file) as client:

@@ -70,19 +70,19 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     app = Quart("pia", static_folder=None)  # a JSON API: no static files route
     # No request body may exceed the largest published limit; uploads check their own limits first.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
-    limiter = RollingWindowLimiter(settings.rate_limit_storage_url, settings.rate_limit_storage_timeout_seconds)
-    secret_verifier = SecretVerifier(settings.secret_check_workers, settings.secret_check_max_pending,
-                                     settings.secret_check_cache_seconds)
+    limiter = RollingWindowLimiter(settings.rate_limit.storage_url, settings.rate_limit.storage_timeout_seconds)
+    secret_verifier = SecretVerifier(settings.secret_check.workers, settings.secret_check.max_pending,
+                                     settings.secret_check.cache_seconds)
     app.after_serving(secret_verifier.close)
-    tokens = TokenAuthority(engine, issuer, settings.token_lifetime_seconds, partial(secret_box, settings))
+    tokens = TokenAuthority(engine, issuer, settings.token.lifetime_seconds, partial(secret_box, settings))
     audit = AuditWriter(engine)
     metrics = ServerMetrics(engine)
     app.extensions["pia"] = Services(
         settings=settings, engine=engine, tokens=tokens, limiter=limiter,
         authenticator=Authenticator(tokens, engine, settings.client_cache_seconds), audit=audit,
         secret_verifier=secret_verifier,
-        token_attempts=TokenAttemptLimits(limiter, settings.token_attempts_per_minute_per_address,
-                                          settings.token_attempts_per_minute_per_client),
+        token_attempts=TokenAttemptLimits(limiter, settings.token.attempts_per_minute_per_address,
+                                          settings.token.attempts_per_minute_per_client),
         uploads=_attach_upload_work(app, settings), metrics=metrics,
         wake_pipeline=_attach_pipeline_worker(app, settings, engine, metrics) if run_pipeline else lambda: None,
         wake_orders=_attach_order_processor(app, settings, engine))
@@ -90,7 +90,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         _attach_bridge(app, settings, engine)
     if run_relay is None:
         run_relay = settings.is_embedded
-    if run_relay and settings.kafka_bootstrap_servers:
+    if run_relay and settings.kafka.bootstrap_servers:
         _attach_event_relay(app, settings, engine)
 
     @app.before_serving
@@ -180,14 +180,14 @@ def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine,
     """
     pipeline = Pipeline.from_settings(settings, engine, on_attempt=metrics.batch_timings.observe)
     return _attach_thread(app, "pipeline-worker", partial(run_supervised, pipeline),
-                          settings.worker_poll_seconds)
+                          settings.worker.poll_seconds)
 
 
 def _attach_order_processor(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:
     """Process orders in a thread while the app serves (always: the conditional RECEIVED → OPEN step lets it
     share the work with `pia worker` processes); returns how a new order wakes it."""
     return _attach_thread(app, "order-processor", partial(run_order_processor, engine, retry_policy(settings)),
-                          settings.worker_poll_seconds)
+                          settings.worker.poll_seconds)
 
 
 def _attach_bridge(app: Quart, settings: Settings, engine: sa.Engine) -> None:
@@ -207,10 +207,10 @@ def _attach_bridge(app: Quart, settings: Settings, engine: sa.Engine) -> None:
 
 def _attach_event_relay(app: Quart, settings: Settings, engine: sa.Engine) -> None:
     """Kafka mode: relay the outbox to Kafka here (on DuckDB this process owns the file, so it runs the one relay;
-    on PostgreSQL `pia worker` processes do, or `pia demo`). It polls every relay_poll_seconds (PostgreSQL's NOTIFY
+    on PostgreSQL `pia worker` processes do, or `pia demo`). It polls every relay.poll_seconds (PostgreSQL's NOTIFY
     wakes it sooner); a stop flushes its producer."""
     _attach_thread(app, "event-relay", lambda stop, _wake, _poll: run_relay(settings, engine, stop),
-                   settings.relay_poll_seconds)
+                   settings.relay.poll_seconds)
 
 
 def _attach_thread(app: Quart, name: str, run: Callable[[threading.Event, threading.Event, float], None],

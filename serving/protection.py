@@ -84,7 +84,7 @@ async def admit(caller: Caller) -> None:
     """Count the request against its client's rate limit (the console's pages count like the client's API calls),
     and mark it for the rate-limit headers and the audit row of `finish_protected`."""
     g.caller = caller
-    limit = caller.client.rate_limit_per_minute or services().settings.rate_limit_per_minute
+    limit = caller.client.rate_limit_per_minute or services().settings.rate_limit.per_minute
     g.rate_limit = state = await services().limiter.hit(f"client:{caller.client.id}", limit)
     if not state.allowed:
         raise TooManyRequests(f"More than {limit} requests in 60 seconds; retry after {state.reset_seconds} s.",

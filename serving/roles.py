@@ -24,15 +24,15 @@ class Roles:
         """`pia serve`'s defaults: on DuckDB everything (the file is this process's); on PostgreSQL the API and the
         order processor only, and the pipeline worker when PIA_INPROCESS_WORKER says so."""
         return cls(pipeline_worker=settings.runs_inprocess_worker, event_bridge=settings.is_embedded,
-                   event_relay=settings.is_embedded and bool(settings.kafka_bootstrap_servers))
+                   event_relay=settings.is_embedded and bool(settings.kafka.bootstrap_servers))
 
     @classmethod
     def everything(cls, settings: Settings) -> "Roles":
         """`pia demo`: every role in the one process, on either backend."""
-        return cls(pipeline_worker=True, event_bridge=True, event_relay=bool(settings.kafka_bootstrap_servers))
+        return cls(pipeline_worker=True, event_bridge=True, event_relay=bool(settings.kafka.bootstrap_servers))
 
     def running(self, settings: Settings) -> list[str]:
-        bridge = f"the event bridge (from {'Kafka' if settings.kafka_bootstrap_servers else 'the outbox'})"
+        bridge = f"the event bridge (from {'Kafka' if settings.kafka.bootstrap_servers else 'the outbox'})"
         return [*ALWAYS, *(name for name, runs in (("the pipeline worker", self.pipeline_worker),
                                                    ("the relay to Kafka", self.event_relay),
                                                    (bridge, self.event_bridge)) if runs)]
@@ -40,7 +40,7 @@ class Roles:
     def to_start_beside(self, settings: Settings) -> list[str]:
         """The commands that run what this process does not, each with the roles it would take."""
         worker = [name for name, missing in (("pipeline worker", not self.pipeline_worker),
-                                             ("relay to Kafka", settings.kafka_bootstrap_servers
+                                             ("relay to Kafka", settings.kafka.bootstrap_servers
                                               and not self.event_relay)) if missing]
         commands = [f"`pia worker` ({', '.join(worker)})"] if worker else []
         if not self.event_bridge:

@@ -19,12 +19,12 @@ from serving.heap import freeze_startup_heap
 def worker() -> None:
     """Process batches until stopped (SIGTERM/SIGINT); run several against PostgreSQL to scale out."""
     settings, engine, pipeline = pipeline_from_environment()
-    if settings.worker_metrics_port:
-        pipeline.on_attempt = serve_worker_metrics(settings.worker_metrics_port).observe
+    if settings.worker.metrics_port:
+        pipeline.on_attempt = serve_worker_metrics(settings.worker.metrics_port).observe
     stop, wake = threading.Event(), threading.Event()
     # Orders are processed here too (their RECEIVED → OPEN step is safe to share with the servers).
     orders = threading.Thread(target=run_order_processor, args=(engine, retry_policy(settings), stop, threading.Event(),
-                                                                settings.worker_poll_seconds), name="order-processor")
+                                                                settings.worker.poll_seconds), name="order-processor")
     orders.start()
 
     def request_stop(*_: object) -> None:
@@ -35,12 +35,12 @@ def worker() -> None:
     signal.signal(signal.SIGINT, request_stop)
     # Kafka mode: this worker also relays the outbox to Kafka (beside any other workers' relays).
     relay = threading.Thread(target=run_relay, args=(settings, engine, stop), name="event-relay") \
-        if settings.kafka_bootstrap_servers else None
+        if settings.kafka.bootstrap_servers else None
     if relay:
         relay.start()
     click.echo(f"pipeline worker {pipeline.worker_id} started", err=True)
     freeze_startup_heap()
-    run_supervised(pipeline, stop, wake, settings.worker_poll_seconds)
+    run_supervised(pipeline, stop, wake, settings.worker.poll_seconds)
     orders.join()
     if relay:
         relay.join()

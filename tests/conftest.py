@@ -26,7 +26,7 @@ from db.secrets import new_secret_key
 from db.tenancy import install_tenant_guard
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
-from settings import Settings
+from settings import Settings, TokenSettings, WorkerSettings
 from tests import leftover_processes
 
 ENV = ScratchServices()
@@ -97,8 +97,10 @@ def settings(backend: str, request: pytest.FixtureRequest,
     else:
         database_url, secret_key = "", ""
     # Every test connects from 127.0.0.1; the token-attempt budgets have tests of their own on their own servers.
-    return Settings(data_dir=data_dir, database_url=database_url, secret_key=secret_key, worker_poll_seconds=0.2,
-                    token_attempts_per_minute_per_address=100_000, token_attempts_per_minute_per_client=100_000)
+    return Settings(data_dir=data_dir, database_url=database_url, secret_key=secret_key,
+                    worker=WorkerSettings(poll_seconds=0.2),
+                    token=TokenSettings(attempts_per_minute_per_address=100_000,
+                                        attempts_per_minute_per_client=100_000))
 
 
 @pytest.fixture(scope="session")
@@ -119,7 +121,7 @@ def store_of_its_own(backend: str, request: pytest.FixtureRequest,
         if backend == "postgresql":
             request.getfixturevalue("postgres_url")  # skips (or fails) when the server is missing
             database_url = stack.enter_context(scratch_postgres_url("pia_own"))
-        settings = Settings(data_dir=data_dir, database_url=database_url, worker_poll_seconds=0.1,
+        settings = Settings(data_dir=data_dir, database_url=database_url, worker=WorkerSettings(poll_seconds=0.1),
                             secret_key=new_secret_key() if database_url else "")
         engine = create_engine(settings)
         upgrade(engine)

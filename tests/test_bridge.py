@@ -42,8 +42,7 @@ from tests.webhook_receiver import WebhookReceiver
 pytestmark = pytest.mark.timeout(60)  # a guard: each test takes seconds
 PIA = str(Path(sys.executable).parent / "pia")
 SECRET = "bridge test secret"
-FAST = {"bridge_retry_base_seconds": 0.05, "bridge_retry_max_seconds": 0.2, "bridge_poll_seconds": 0.05,
-        "bridge_batch_size": 50}
+FAST = {"bridge": {"retry_base_seconds": 0.05, "retry_max_seconds": 0.2, "poll_seconds": 0.05, "batch_size": 50}}
 
 
 def quick_webhook(settings: DestinationSettings) -> WebhookDestination:
@@ -124,7 +123,7 @@ async def bridge_until(settings: Settings, engine: sa.Engine, done: Callable[[],
 @pytest.fixture
 def fast(own_store: tuple[Settings, sa.Engine]) -> tuple[Settings, sa.Engine]:
     settings, engine = own_store
-    return settings.model_copy(update=FAST), engine
+    return settings.with_changes(**FAST), engine
 
 
 def assert_delivered_in_order_per_entity(receiver: WebhookReceiver, expected: dict[str, list[str]]) -> None:
@@ -170,7 +169,7 @@ async def test_embedded_bridge_delivers_every_row_once_in_order_per_entity(
 async def test_a_receiver_failing_for_a_while_gets_everything_after_backoff(
         fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver) -> None:
     settings, engine = fast
-    settings = settings.model_copy(update={"bridge_max_attempts": 1000})
+    settings = settings.with_changes(bridge={"max_attempts": 1000})
     tenant_id, (store_id,) = add_stores(engine, 1)
     point_at(settings, engine, tenant_id, store_id, receiver.url)
     receiver.fail_with(503, seconds=1.0)
@@ -191,7 +190,7 @@ async def test_a_receiver_failing_for_a_while_gets_everything_after_backoff(
 async def test_refused_credentials_are_reported_and_retried_slowly_without_dead_letters(
         fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver) -> None:
     settings, engine = fast
-    settings = settings.model_copy(update={"bridge_max_attempts": 2, "bridge_credentials_retry_seconds": 0.5})
+    settings = settings.with_changes(bridge={"max_attempts": 2, "credentials_retry_seconds": 0.5})
     tenant_id, (store_id,) = add_stores(engine, 1)
     point_at(settings, engine, tenant_id, store_id, receiver.url)
     receiver.fail_with(401)
@@ -222,7 +221,7 @@ async def test_refused_credentials_are_reported_and_retried_slowly_without_dead_
 async def test_an_event_failing_every_attempt_is_dead_lettered_after_the_attempts(
         fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver) -> None:
     settings, engine = fast
-    settings = settings.model_copy(update={"bridge_max_attempts": 3})
+    settings = settings.with_changes(bridge={"max_attempts": 3})
     tenant_id, (store_id,) = add_stores(engine, 1)
     point_at(settings, engine, tenant_id, store_id, receiver.url)
     receiver.fail_with(503)
@@ -242,7 +241,7 @@ async def test_an_event_failing_every_attempt_is_dead_lettered_after_the_attempt
 async def test_a_failing_store_does_not_hold_up_another(
         fast: tuple[Settings, sa.Engine], receiver: WebhookReceiver, other_receiver: WebhookReceiver) -> None:
     settings, engine = fast
-    settings = settings.model_copy(update={"bridge_max_attempts": 1000})
+    settings = settings.with_changes(bridge={"max_attempts": 1000})
     tenant_id, (failing, healthy) = add_stores(engine, 2)
     point_at(settings, engine, tenant_id, failing, other_receiver.url)
     point_at(settings, engine, tenant_id, healthy, receiver.url)
@@ -452,9 +451,9 @@ async def test_lanes_keep_each_entitys_order_and_commit_only_up_to_the_first_und
     settings, engine = fast
     topic = f"pia.events.{new_id()}"
     await asyncio.to_thread(kafka.create_topic, topic, PARTITIONS)
-    settings = settings.model_copy(update={
-        "kafka_bootstrap_servers": kafka.bootstrap_servers, "kafka_topic": topic, "kafka_group_id": f"group-{topic}",
-        "bridge_webhook_concurrency": LANES, "bridge_batch_size": 5, "bridge_max_attempts": 1000})
+    settings = settings.with_changes(
+        kafka={"bootstrap_servers": kafka.bootstrap_servers, "topic": topic, "group_id": f"group-{topic}"},
+        bridge={"webhook_concurrency": LANES, "batch_size": 5, "max_attempts": 1000})
     tenant_id, expected = kafka_world(settings, engine, receiver, stores=1, per_store=64)  # 16 entities, 4 each
     (every,) = expected.values()
     placed = await asyncio.to_thread(publish, kafka, engine, topic, tenant_id, every)
@@ -479,7 +478,7 @@ async def test_lanes_keep_each_entitys_order_and_commit_only_up_to_the_first_und
                          "the other lanes' events")
 
         async def committed_up_to_held() -> bool:
-            committed = await committed_offsets(kafka, settings.kafka_group_id, topic, PARTITIONS)
+            committed = await committed_offsets(kafka, settings.kafka.group_id, topic, PARTITIONS)
             return committed.get(held_at.partition) == held_at.offset
         await eventually(committed_up_to_held, "the offset committed up to the refused event")
         assert overtaking <= receiver.event_ids() and held not in receiver.event_ids()
@@ -491,7 +490,7 @@ async def test_lanes_keep_each_entitys_order_and_commit_only_up_to_the_first_und
                 for partition in {at.partition for at in placed.values()}}
 
         async def everything_committed() -> bool:
-            return await committed_offsets(kafka, settings.kafka_group_id, topic, PARTITIONS) == ends
+            return await committed_offsets(kafka, settings.kafka.group_id, topic, PARTITIONS) == ends
         await eventually(lambda: asyncio.to_thread(lambda: receiver.event_ids() == set(every)), "every event")
         await eventually(everything_committed, "every offset committed")
     finally:

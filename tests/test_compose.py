@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 import yaml
+from pydantic_settings import BaseSettings
 
 from serving.cli import main
 from settings import Settings
@@ -53,7 +54,13 @@ def test_every_pia_command_of_the_compose_file_exists() -> None:
 
 
 def test_every_pia_setting_of_the_compose_file_exists() -> None:
-    fields = {f"PIA_{name.upper()}" for name in Settings.model_fields}
+    fields = set()
+    for name, field in Settings.model_fields.items():  # a group (settings.bridge) reads its own PIA_BRIDGE_* names
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseSettings):
+            fields |= {f"{field.annotation.model_config['env_prefix']}{part}".upper()
+                       for part in field.annotation.model_fields}
+        else:
+            fields.add(f"PIA_{name.upper()}")
     named = set()
     for service in _compose()["services"].values():
         environment = service.get("environment", {})

@@ -33,7 +33,7 @@ from db.schema import event_outbox
 from serving.admin import issue_client
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
-from settings import Settings
+from settings import BridgeSettings, OrderSettings, Settings, TokenSettings, WorkerSettings
 from tests.batches import body, envelope, forecast_item, new_batch_id, wait_finished
 from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, service_missing, wait_for
 from tests.console_pages import held_cart
@@ -67,10 +67,11 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A server of its own (the bridge gives up after one failed attempt, so a failing receiver makes dead letters
     at once, and the order processor parks an order at its first failed attempt), two tenants, and the first
     tenant's first eCom store delivering to a webhook receiver."""
-    settings = Settings(data_dir=tmp_path_factory.mktemp("console-browser"), worker_poll_seconds=0.2,
-                        bridge_poll_seconds=0.2, bridge_max_attempts=1, bridge_retry_base_seconds=0.1,
-                        order_max_attempts=1,
-                        token_attempts_per_minute_per_address=100_000, token_attempts_per_minute_per_client=100_000)
+    settings = Settings(data_dir=tmp_path_factory.mktemp("console-browser"), worker=WorkerSettings(poll_seconds=0.2),
+                        bridge=BridgeSettings(poll_seconds=0.2, max_attempts=1, retry_base_seconds=0.1),
+                        order=OrderSettings(max_attempts=1),
+                        token=TokenSettings(attempts_per_minute_per_address=100_000,
+                                            attempts_per_minute_per_client=100_000))
     engine = create_engine(settings)
     upgrade(engine)
     world = seed_demo_tenant(engine, "Nordlys Retail", is_test=False, shop=False)

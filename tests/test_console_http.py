@@ -145,7 +145,7 @@ def test_sign_in_attempts_spend_the_token_endpoints_budget(own_store) -> None:
     """Two wrong token requests and one wrong sign-in spend a budget of three attempts per client and address: the
     next sign-in is refused before its secret is checked, as the next token request would be."""
     settings, engine = own_store
-    settings = settings.model_copy(update={"token_attempts_per_minute_per_client": 3})
+    settings = settings.with_changes(token={"attempts_per_minute_per_client": 3})
     world = seed_demo_tenant(engine, "budget", is_test=False, shop=False)
     admin = client_of(world, "admin")
     port = free_port()
@@ -386,7 +386,7 @@ def test_a_parked_order_is_retried_and_carts_are_collected_or_cancelled_from_ord
     _made_hours_ago(engine, past, 73)
     hold = timedelta(hours=settings.click_and_collect_hold_hours)
     port = free_port()
-    served = settings.model_copy(update={"order_max_attempts": 1, "worker_poll_seconds": 0.2})
+    served = settings.with_changes(order={"max_attempts": 1}, worker={"poll_seconds": 0.2})
     live = LiveServer(create_app(served, engine, issuer=f"http://127.0.0.1:{port}"), port)
     live.start()
     try:

@@ -22,7 +22,7 @@ from db.engine import create_engine
 from db.migrate import upgrade
 from db.secrets import new_secret_key
 from serving.roles import Roles
-from settings import Settings
+from settings import KafkaSettings, Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item, wait_finished
 from tests.conftest import bearer, get_token, wait_for
 from tests.demo_process import Demo
@@ -143,8 +143,9 @@ def test_events_reach_a_destination_set_through_the_admin_api(http: httpx.Client
 def test_serve_roles_and_what_to_start_beside_it(kafka: str) -> None:
     """`pia serve` keeps its defaults (PostgreSQL: the API and the order processor; DuckDB: everything), `pia demo`
     runs everything, and the lines say so, with the commands to start beside a PostgreSQL server."""
-    postgresql = Settings(database_url="postgresql+psycopg://x@h/d", secret_key="k", kafka_bootstrap_servers=kafka)
-    duckdb = Settings(kafka_bootstrap_servers=kafka)
+    postgresql = Settings(database_url="postgresql+psycopg://x@h/d", secret_key="k",
+                          kafka=KafkaSettings(bootstrap_servers=kafka))
+    duckdb = Settings(kafka=KafkaSettings(bootstrap_servers=kafka))
     relay = ", the relay to Kafka" if kafka else ""
     bridge = f"the event bridge (from {'Kafka' if kafka else 'the outbox'})"
     assert Roles.of_serve(postgresql).startup_lines(postgresql) == [
@@ -155,7 +156,7 @@ def test_serve_roles_and_what_to_start_beside_it(kafka: str) -> None:
     assert Roles.of_serve(duckdb).startup_lines(duckdb) == everything
     assert Roles.everything(postgresql).startup_lines(postgresql) == everything
     assert Roles.everything(duckdb).startup_lines(duckdb) == everything
-    with_worker = postgresql.model_copy(update={"inprocess_worker": True})
+    with_worker = postgresql.with_changes(inprocess_worker=True)
     assert Roles.of_serve(with_worker).to_start_beside(with_worker) == \
         (["`pia worker` (relay to Kafka)"] if kafka else []) + ["`pia bridge` (event delivery)"]
 

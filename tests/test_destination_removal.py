@@ -171,7 +171,7 @@ class RunningBridge:
 @pytest.fixture
 def fast(own_store: tuple[Settings, sa.Engine]) -> tuple[Settings, sa.Engine]:
     settings, engine = own_store
-    return settings.model_copy(update=FAST), engine
+    return settings.with_changes(**FAST), engine
 
 
 @pytest.fixture
@@ -192,7 +192,7 @@ def test_a_broken_destination_removed_and_replaced_gets_only_new_events(fast, re
     """The operator's case: the store's receiver fails, events pile up in backoff; the destination is removed and
     later a new one set: the new receiver gets only what was written after it, the old backlog never arrives."""
     settings, engine = fast
-    settings = settings.model_copy(update={"bridge_max_attempts": 1000})  # the failing receiver's events stay
+    settings = settings.with_changes(bridge={"max_attempts": 1000})  # the failing receiver's events stay
     tenant_id, (store_id,) = add_stores(engine, 1)
     store, box, old, new = StoreKey(tenant_id, store_id), secret_box(settings), receivers(), receivers()
     set_destination(engine, box, tenant_id, store_id, webhook(old.url))

@@ -93,8 +93,8 @@ def test_a_two_minute_outage_with_200000_events_keeps_the_bridge_small_and_loses
     settings, engine = postgres_store
     topic = f"pia.events.{new_id()}"
     kafka.create_topic(topic, partitions=4)
-    settings = settings.model_copy(update={"kafka_bootstrap_servers": kafka.bootstrap_servers, "kafka_topic": topic,
-                                           "relay_batch_size": 5000})
+    settings = settings.with_changes(kafka={"bootstrap_servers": kafka.bootstrap_servers, "topic": topic},
+                                     relay={"batch_size": 5000})
     tenant_id, (store_id,) = add_stores(engine, 1)
     point_at(settings, engine, tenant_id, store_id, receiver.url)
     # Shipped settings but for the retries: attempts enough to outlive the outage, backoffs short enough that the

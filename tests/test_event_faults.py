@@ -214,10 +214,10 @@ def consumer_group_caught_up(kafka: KafkaBroker, settings: Settings) -> bool:  #
         admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, request_timeout_ms=10_000)
         await admin.start()
         try:
-            [described] = await admin.describe_topics([settings.kafka_topic])
-            partitions = [TopicPartition(settings.kafka_topic, partition["partition"])
+            [described] = await admin.describe_topics([settings.kafka.topic])
+            partitions = [TopicPartition(settings.kafka.topic, partition["partition"])
                           for partition in described["partitions"]]
-            committed = await admin.list_consumer_group_offsets(settings.kafka_group_id, partitions=partitions)
+            committed = await admin.list_consumer_group_offsets(settings.kafka.group_id, partitions=partitions)
         finally:
             await admin.close()
         ends = await _end_offsets(kafka, partitions)
@@ -272,7 +272,7 @@ class Scene:
         with AdminClient(self.url, self.tenant_id, self.credentials, timeout=10) as admin:
             admin.call("PUT", f"/ecom_stores/{self.store_id}/event_destination",
                        {"kind": "WEBHOOK", "url": receiver.url, "secret": SECRET})
-        create_topic(self.kafka, settings.kafka_topic)
+        create_topic(self.kafka, settings.kafka.topic)
         self.start("worker")
         self.bridges = [self.start("bridge") for _ in range(2)]
         # Both members in the group before the flow starts, so the partitions are shared from the start.
@@ -360,7 +360,7 @@ def take_the_broker_away(scene: Scene) -> None:
     held = [row for row in outbox(scene.engine, scene.tenant_id) if row.event_id not in before]
     assert held and all(row.published_time is None for row in held)  # the relay holds them
     scene.kafka.start()
-    create_topic(scene.kafka, scene.settings.kafka_topic)
+    create_topic(scene.kafka, scene.settings.kafka.topic)
     scene.bridges = [scene.start("bridge") for _ in range(2)]
     scene.writer.resume()
     scene.writer.writes(20)

@@ -41,7 +41,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 def world(own_store: tuple[Settings, sa.Engine], receiver: WebhookReceiver) -> tuple[Settings, sa.Engine, str, str]:
     """A tenant with one eCom store whose webhook is the receiver; settings as shipped but a short outbox poll."""
     settings, engine = own_store
-    settings = settings.model_copy(update={"bridge_poll_seconds": 0.05})
+    settings = settings.with_changes(bridge={"poll_seconds": 0.05})
     tenant_id = create_tenant(engine, f"lanes {new_id()}", is_test=False)
     store_id = new_id()
     with engine.begin() as conn:
@@ -143,7 +143,7 @@ async def test_400_for_one_entity_dead_letters_its_events_while_the_others_arriv
 async def test_a_receiver_hanging_on_one_entity_holds_up_only_that_entity(
         world: tuple[Settings, sa.Engine, str, str], receiver: WebhookReceiver) -> None:
     settings, engine, tenant_id, store_id = world
-    assert settings.bridge_attempt_timeout_seconds == 10  # the default: the hanging POST outlasts the test's bound
+    assert settings.bridge.attempt_timeout_seconds == 10  # the default: the hanging POST outlasts the test's bound
     stuck, *others = entities = [new_id() for _ in range(6)]
     written = write(engine, tenant_id, store_id, entities, rounds=3)
     receiver.hang({written[stuck][0]})
@@ -152,7 +152,7 @@ async def test_a_receiver_hanging_on_one_entity_holds_up_only_that_entity(
     bridge = RunningBridge(settings, engine)
     try:
         took = await bridge.within(5.0, lambda: receiver.event_ids() >= wanted, "the other entities' events")
-        assert took < settings.bridge_attempt_timeout_seconds
+        assert took < settings.bridge.attempt_timeout_seconds
         assert receiver.in_flight == 1 and receiver.posts_of(written[stuck][0]) == 1  # still hanging
         assert not receiver.event_ids() & set(written[stuck])  # its later events wait behind it, in order
         receiver.behave()  # the hanging POST is answered 503: a transient failure, tried again after a backoff
@@ -174,7 +174,7 @@ async def test_two_outbox_bridges_on_postgresql_take_turns_per_store(
     if backend != "postgresql":
         pytest.skip("several bridge processes share PostgreSQL only (the DuckDB file has one process)")
     settings, engine = own_store
-    settings = settings.model_copy(update={"bridge_poll_seconds": 0.05, "bridge_batch_size": 10})
+    settings = settings.with_changes(bridge={"poll_seconds": 0.05, "batch_size": 10})
     tenant_id = create_tenant(engine, f"lanes {new_id()}", is_test=False)
     store_ids = [new_id() for _ in range(4)]
     with engine.begin() as conn:

@@ -202,7 +202,7 @@ def test_key_rotated_by_another_process_is_accepted_at_once_by_a_warm_server(
     elsewhere = create_engine(settings)
     try:
         new_kid = rotate_signing_key(elsewhere, secret_box(settings))
-        replica = TokenAuthority(elsewhere, server.url, settings.token_lifetime_seconds,
+        replica = TokenAuthority(elsewhere, server.url, settings.token.lifetime_seconds,
                                  partial(secret_box, settings))
         new_token, _ = replica.issue(get_client(elsewhere, world["id"], client["clientId"]))
     finally:

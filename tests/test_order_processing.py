@@ -327,7 +327,7 @@ def test_operators_list_and_retry_failed_orders_through_the_admin_api_and_direct
     refused = RefusedOpening(shop)
     bad = sorted(shop.receive((refused.sku, 1), customer_id=refused.customer_id) for _ in range(3))
     port = free_port()
-    served = settings.model_copy(update={"order_max_attempts": 2, "order_retry_base_seconds": 0.0})
+    served = settings.with_changes(order={"max_attempts": 2, "retry_base_seconds": 0.0})
     server = LiveServer(create_app(served, engine, issuer=f"http://127.0.0.1:{port}"), port)
     admin = client_of(shop.world, "admin")
     direct = {"PIA_DATA_DIR": str(settings.data_dir), "PIA_DATABASE_URL": settings.database_url, "PIA_ADMIN_URL": "",

@@ -19,7 +19,7 @@ from db.migrate import upgrade
 from db.schema import batches, sales_forecasts
 from ingest.accept import accept_batch
 from serving.demo import seed_demo_tenant
-from settings import Settings
+from settings import Settings, WorkerSettings
 from tests.batches import body, envelope, forecast_item, new_batch_id
 from tests.conftest import ENV, wait_for
 
@@ -35,7 +35,7 @@ def isolated(postgres_url: str, tmp_path: Path) -> Iterator[Settings]:
     with admin.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     settings = Settings(data_dir=tmp_path, database_url=sa.make_url(postgres_url).set(database=name)
-                        .render_as_string(hide_password=False), worker_poll_seconds=0.1)
+                        .render_as_string(hide_password=False), worker=WorkerSettings(poll_seconds=0.1))
     upgrade(create_engine(settings))
     yield settings
     with admin.connect() as conn:

@@ -147,8 +147,8 @@ def private_redis() -> Iterator[PrivateRedis]:
 @pytest.fixture
 def redis_limited_server(private_redis, settings, engine) -> Iterator[LiveServer]:
     """The real app over a socket, counting requests in the private Redis."""
-    limited = settings.model_copy(update={"rate_limit_storage_url": private_redis.url,
-                                          "rate_limit_storage_timeout_seconds": STORE_TIMEOUT_SECONDS})
+    limited = settings.with_changes(rate_limit={"storage_url": private_redis.url,
+                                                "storage_timeout_seconds": STORE_TIMEOUT_SECONDS})
     port = free_port()
     live = LiveServer(create_app(limited, engine, issuer=f"http://127.0.0.1:{port}"), port)
     live.start()

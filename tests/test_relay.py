@@ -40,9 +40,9 @@ KAFKA_TIMEOUT_MS = 2_000
 def relayed(own_store: tuple[Settings, sa.Engine], kafka: KafkaBroker) -> tuple[Settings, sa.Engine]:  # noqa: F811
     """The test's own store, pointed at the broker, whose topic exists; small rounds, so tests see several."""
     settings, engine = own_store
-    kafka.create_topic(settings.kafka_topic, PARTITIONS)
-    return settings.model_copy(update={"kafka_bootstrap_servers": kafka.bootstrap_servers, "relay_batch_size": 4,
-                                       "relay_poll_seconds": 0.2}), engine
+    kafka.create_topic(settings.kafka.topic, PARTITIONS)
+    return settings.with_changes(kafka={"bootstrap_servers": kafka.bootstrap_servers},
+                                 relay={"batch_size": 4, "poll_seconds": 0.2}), engine
 
 
 @pytest.fixture
@@ -157,11 +157,11 @@ def test_rows_are_published_once_as_the_designs_records(relayed: tuple[Settings,
         finally:
             await producer.stop()
 
-    assert asyncio.run(publish_until_done()) == [4, 4, 0]  # 8 rows in rounds of relay_batch_size
+    assert asyncio.run(publish_until_done()) == [4, 4, 0]  # 8 rows in rounds of relay.batch_size
     rows = outbox(engine, tenant_id)
     assert len(rows) == 8 and all(row.published_time is not None for row in rows)
 
-    records = everything_in(kafka, settings.kafka_topic)
+    records = everything_in(kafka, settings.kafka.topic)
     assert sorted(event_ids(records)) == [row.event_id for row in rows]  # each exactly once
     by_id = {orjson.loads(record.value)["eventId"]: record for record in records}
     capture = by_id[rows[0].event_id]
@@ -188,7 +188,7 @@ def test_each_key_keeps_its_order(relayed: tuple[Settings, sa.Engine], kafka: Ka
     relays.append(RunningRelay(settings, engine))
     wait_for(lambda: unpublished(engine, tenant_id) == 0, 30, "every row published")
 
-    records = everything_in(kafka, settings.kafka_topic)
+    records = everything_in(kafka, settings.kafka.topic)
     assert len(records) == 60
     written = {row.event_id: f"{row.ecom_store_id}:{row.entity_id}".encode() for row in outbox(engine, tenant_id)}
     for key in set(written.values()):
@@ -208,7 +208,7 @@ def test_events_of_a_rolled_back_change_never_reach_kafka(relayed: tuple[Setting
         raise RuntimeError("the change fails after writing its events")
     committed = write(engine, tenant_id, [(store, new_id())])
     wait_for(lambda: unpublished(engine, tenant_id) == 0, 30, "the committed row published")
-    assert event_ids(everything_in(kafka, settings.kafka_topic)) == committed
+    assert event_ids(everything_in(kafka, settings.kafka.topic)) == committed
 
 
 def test_the_relay_holds_the_rows_while_kafka_is_away(relayed: tuple[Settings, sa.Engine],
@@ -232,7 +232,7 @@ def test_the_relay_holds_the_rows_while_kafka_is_away(relayed: tuple[Settings, s
     # on produce); the test creating it too would race that send, and whichever lost would see a spurious error.
     kafka.start()
     wait_for(lambda: unpublished(engine, tenant_id) == 0, 30, "the held rows published")
-    assert sorted(event_ids(everything_in(kafka, settings.kafka_topic))) == while_away  # none lost
+    assert sorted(event_ids(everything_in(kafka, settings.kafka.topic))) == while_away  # none lost
     assert caplog.text.count("Kafka unavailable") == 1  # once per outage
     assert "sending again" in caplog.text
 
@@ -256,7 +256,7 @@ def test_two_pia_workers_relay_every_row_exactly_once(relayed: tuple[Settings, s
             worker.send_signal(signal.SIGTERM)
         outputs = [worker.communicate(timeout=30)[1] for worker in workers]
     assert [worker.returncode for worker in workers] == [0, 0], outputs  # stopped cleanly, producer flushed
-    sent = event_ids(everything_in(kafka, settings.kafka_topic))
+    sent = event_ids(everything_in(kafka, settings.kafka.topic))
     assert len(written) == 300 and sorted(sent) == sorted(written)
 
 
@@ -273,14 +273,14 @@ def test_pia_serve_on_duckdb_runs_the_relay(relayed: tuple[Settings, sa.Engine],
     finally:
         server.stop()
     assert not [thread for thread in threading.enumerate() if thread.name == "event-relay"]  # stopped with it
-    assert event_ids(everything_in(kafka, settings.kafka_topic)) == written
+    assert event_ids(everything_in(kafka, settings.kafka.topic)) == written
 
 
 @pytest.mark.parametrize("backend", ["postgresql"])  # DuckDB's relay polls: nothing can notify it
 def test_notify_wakes_the_relay_long_before_its_slow_poll(relayed: tuple[Settings, sa.Engine], tenant_id: str,
                                                           relays: list[RunningRelay]) -> None:
     settings, engine = relayed
-    relays.append(RunningRelay(settings.model_copy(update={"relay_poll_seconds": 3600}), engine))
+    relays.append(RunningRelay(settings.with_changes(relay={"poll_seconds": 3600}), engine))
     wait_for(lambda: listening(engine) == 1, 10, "the relay to listen")
     store = new_id()
     write(engine, tenant_id, [(store, new_id())])

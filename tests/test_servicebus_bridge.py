@@ -47,8 +47,9 @@ ENTITY = "shop-events"
 # is set again: the test watches the bridge keep away, then sees the fixed key used at once.
 CREDENTIALS_RETRY_SECONDS = 300.0
 KEEPING_AWAY_SECONDS = 3.0
-QUICK = {"bridge_poll_seconds": 0.05, "bridge_retry_base_seconds": 0.05, "bridge_retry_max_seconds": 0.2,
-         "bridge_credentials_retry_seconds": CREDENTIALS_RETRY_SECONDS, "relay_poll_seconds": 0.2}
+QUICK = {"bridge": {"poll_seconds": 0.05, "retry_base_seconds": 0.05, "retry_max_seconds": 0.2,
+                    "credentials_retry_seconds": CREDENTIALS_RETRY_SECONDS},
+         "relay": {"poll_seconds": 0.2}}
 
 
 def to_peer(port: int) -> Callable[[DestinationSettings], ServiceBusDestination]:
@@ -139,7 +140,7 @@ def serve_shop(settings: Settings, engine: sa.Engine) -> Iterator[BusShop]:
 @pytest.fixture
 def bus_shop(own_store: tuple[Settings, sa.Engine]) -> Iterator[BusShop]:
     settings, engine = own_store
-    yield from serve_shop(settings.model_copy(update=QUICK), engine)
+    yield from serve_shop(settings.with_changes(**QUICK), engine)
 
 
 @pytest.fixture
@@ -246,8 +247,8 @@ def kafka_bus_shop(backend: str, request: pytest.FixtureRequest) -> Iterator[Bus
     broker: KafkaBroker = request.getfixturevalue("kafka")
     topic = f"pia.events.{new_id()}"
     broker.create_topic(topic, partitions=3)
-    settings = settings.model_copy(update={**QUICK, "kafka_bootstrap_servers": broker.bootstrap_servers,
-                                           "kafka_topic": topic, "kafka_group_id": f"bridge-{new_id()}"})
+    settings = settings.with_changes(**QUICK, kafka={"bootstrap_servers": broker.bootstrap_servers, "topic": topic,
+                                                     "group_id": f"bridge-{new_id()}"})
     yield from serve_shop(settings, engine)
 
 

@@ -29,7 +29,7 @@ from serving.app import create_app
 from serving.credentials import hash_secret, new_secret
 from serving.secret_verifier import SecretVerifier
 from serving.token_attempts import address_key
-from settings import Settings
+from settings import RateLimitSettings, SecretCheckSettings, Settings, TokenSettings
 from tests.conftest import ENV, LiveServer, client_of, free_port, service_missing
 
 DEFAULTS = Settings()
@@ -112,7 +112,7 @@ def test_healthcheck_keeps_its_latency_while_50_wrong_secrets_arrive(token_serve
 
     assert len(flood_statuses) == 50 and set(flood_statuses) <= {401, 429}, flood_statuses
     # Each attempt was charged before its check, so exactly the address's budget of them cost argon2.
-    budget = DEFAULTS.token_attempts_per_minute_per_address
+    budget = DEFAULTS.token.attempts_per_minute_per_address
     assert flood_statuses.count(401) == budget and server.verifier.argon2_checks == budget
     assert len(loaded) >= 10
     p90 = statistics.quantiles(loaded, n=10)[-1]
@@ -122,7 +122,7 @@ def test_healthcheck_keeps_its_latency_while_50_wrong_secrets_arrive(token_serve
 
 
 def test_client_budget_answers_429_and_spares_its_owner_elsewhere(token_server, shared_world) -> None:
-    server = token_server(token_attempts_per_minute_per_client=3, token_attempts_per_minute_per_address=100)
+    server = token_server(token=TokenSettings(attempts_per_minute_per_client=3, attempts_per_minute_per_address=100))
     client = client_of(shared_world, "ecom")
     with server.http("127.0.0.2") as attacker, server.http("127.0.0.1") as owner:
         assert [ask(attacker, shared_world, client, "wrong").status_code for _ in range(3)] == [401] * 3
@@ -143,7 +143,7 @@ def logged_addresses(caplog: pytest.LogCaptureFixture, answers: list[httpx.Respo
 
 def test_address_budget_spans_client_ids(token_server, shared_world, caplog) -> None:
     caplog.set_level(logging.INFO, logger="pia.request")
-    server = token_server(token_attempts_per_minute_per_client=100, token_attempts_per_minute_per_address=3)
+    server = token_server(token=TokenSettings(attempts_per_minute_per_client=100, attempts_per_minute_per_address=3))
     clients = shared_world["clients"][:3]
     with server.http("127.0.0.3") as prober, server.http("127.0.0.4") as neighbour:
         # X-Forwarded-For is not trusted (no PIA_TRUSTED_PROXY_HOPS): claiming other addresses does not give the
@@ -162,7 +162,7 @@ def test_address_budget_spans_client_ids(token_server, shared_world, caplog) -> 
 def test_behind_trusted_proxies_the_budget_and_the_logs_take_the_forwarded_address(token_server, shared_world,
                                                                                     caplog) -> None:
     caplog.set_level(logging.INFO, logger="pia.request")
-    server = token_server(token_attempts_per_minute_per_client=100, token_attempts_per_minute_per_address=3,
+    server = token_server(token=TokenSettings(attempts_per_minute_per_client=100, attempts_per_minute_per_address=3),
                           trusted_proxy_hops=1)
     client = shared_world["clients"][0]
     # One proxy (this client, from 127.0.0.5) appends the caller's address; what a caller wrote before it is not
@@ -190,7 +190,8 @@ def test_replicas_share_the_budgets_through_redis(token_server, shared_world) ->
         socket.create_connection((address.hostname, address.port or 6379), timeout=2).close()
     except OSError as error:
         service_missing(f"Redis at {ENV.test_redis_url} is not reachable: {error}")
-    replicas = [token_server(rate_limit_storage_url=ENV.test_redis_url, token_attempts_per_minute_per_address=3)
+    replicas = [token_server(rate_limit=RateLimitSettings(storage_url=ENV.test_redis_url),
+                             token=TokenSettings(attempts_per_minute_per_address=3))
                 for _ in range(2)]
     # A loopback address of its own, so counts left in Redis by an earlier run do not meet this one.
     source = f"127.{random.randrange(1, 255)}.{random.randrange(256)}.{random.randrange(1, 255)}"
@@ -222,7 +223,7 @@ def test_repeat_token_requests_cost_no_argon2(token_server, shared_world) -> Non
 
 
 def test_proven_client_is_not_throttled_by_its_address(token_server, shared_world) -> None:
-    server = token_server(token_attempts_per_minute_per_client=1, token_attempts_per_minute_per_address=1)
+    server = token_server(token=TokenSettings(attempts_per_minute_per_client=1, attempts_per_minute_per_address=1))
     client = client_of(shared_world, "loyalty_programs")
     with server.http() as http:
         assert ask(http, shared_world, client, client["clientSecret"]).status_code == 200  # spends both budgets
@@ -265,7 +266,7 @@ def _slow_hash(time_cost: int) -> str:
 
 
 def test_full_check_queue_refuses_at_once(token_server, world, engine) -> None:
-    server = token_server(secret_check_max_pending=1)
+    server = token_server(secret_check=SecretCheckSettings(max_pending=1))
     slow, other = client_of(world, "ecom"), client_of(world, "demand_planning")
     # Its check runs about fifteen times as long as an ordinary one, holding the only slot meanwhile.
     update_client(engine, world["id"], slow["clientId"], secret_hash=_slow_hash(time_cost=45))

@@ -287,7 +287,7 @@ def test_crashed_inprocess_worker_is_restarted(own_store, monkeypatch, caplog) -
     """The crash is injected once into the loop's round: no input reaches that far any more, since every
     error of a tenant or batch is caught below it, but a bug there must still not end processing."""
     settings, engine = own_store
-    settings = settings.model_copy(update={"worker_retry_base_seconds": 0.2})
+    settings = settings.with_changes(worker={"retry_base_seconds": 0.2})
     crashed = threading.Event()
     process_pending = Pipeline.process_pending
 
