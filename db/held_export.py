@@ -117,17 +117,26 @@ def _arrow_page(engine: sa.Engine, query: sa.Executable | str, key_type: type[Ke
     with closing(_frames(engine, query, columns, limit + 2)) as read:
         frames = list(read)
     fetched = pl.concat(frames) if frames else pl.DataFrame(schema=columns)
-    if PAGE_PART in columns:
-        if not fetched.get_column(PAGE_PART).is_sorted():
-            fetched = fetched.sort(PAGE_PART, maintain_order=True)
-        fetched = fetched.drop(PAGE_PART)
     names = key_names(key_type)
+    if PAGE_PART in columns:
+        fetched = parts_in_key_order(fetched, names[-1])
     store = names[:-1]
     first_store_rows = fetched.join(fetched.head(1).select(store), on=store, how="semi").height
     length = page_length(limit, first_store_rows)
     page = fetched.head(length)
     following = key_type(**page.select(names).row(length - 1, named=True)) if fetched.height > length else None
     return ArrowPage(_table(dataset.shape(page), dataset.schema), following)
+
+
+def parts_in_key_order(fetched: pl.DataFrame, last_key: str) -> pl.DataFrame:
+    """The unordered page query's rows in key order, without their PAGE_PART: the first store's rows (part 0: one
+    store, so in the order of the key's last column), then the next store's first row (part 1). PostgreSQL's plans
+    bring each read in order, so this is mostly a check (0.2 ms a page against 5 ms for a sort); a union's row order
+    is not promised, so the rows are sorted when they are not in order."""
+    parts = fetched.get_column(PAGE_PART)
+    if not (parts.is_sorted() and fetched.get_column(last_key).head((parts == 0).sum()).is_sorted()):
+        fetched = fetched.sort(PAGE_PART, last_key)
+    return fetched.drop(PAGE_PART)
 
 
 # --- exports --------------------------------------------------------------------------------------------

@@ -49,15 +49,9 @@ from db.stock import locked_levels, write_with_retries
 from db.tenancy import across_tenants
 from rules.allocation import Wanted, allocate
 from rules.retry import RetryPolicy
-from settings import Settings
 
 log = logging.getLogger(__name__)
 BATCH = 100
-
-
-def retry_policy(settings: Settings) -> RetryPolicy:
-    return RetryPolicy(settings.order.max_attempts, settings.order.retry_base_seconds,
-                       settings.order.retry_max_seconds)
 
 
 def received_orders(engine: sa.Engine, now: datetime, limit: int = BATCH) -> list[tuple[str, str]]:

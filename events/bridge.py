@@ -92,11 +92,9 @@ class Deliveries:
                       destination_factory: DestinationFactory | None = None) -> "Deliveries":
         factory = destination_factory or functools.partial(build_destination,
                                                            timeout=settings.bridge.attempt_timeout_seconds)
-        retry = RetryPolicy(settings.bridge.max_attempts, settings.bridge.retry_base_seconds,
-                            settings.bridge.retry_max_seconds)
-        return cls(engine, secret_box(settings), retry, settings.bridge.credentials_retry_seconds,
-                   settings.bridge.batch_size, settings.bridge.webhook_concurrency, settings.bridge.max_held_events,
-                   factory)
+        return cls(engine, secret_box(settings), RetryPolicy.of(settings.bridge),
+                   settings.bridge.credentials_retry_seconds, settings.bridge.batch_size,
+                   settings.bridge.webhook_concurrency, settings.bridge.max_held_events, factory)
 
     def of(self, store: StoreKey) -> "StoreDelivery":
         if store not in self._stores:

@@ -159,8 +159,7 @@ class Pipeline:
     def from_settings(cls, settings: Settings, engine: sa.Engine,
                       on_attempt: Callable[[Attempt], None] | None = None) -> "Pipeline":
         return cls(engine, settings.resolved_staging_dir, tenant_locks_for(engine),
-                   retry=RetryPolicy(settings.worker.max_attempts, settings.worker.retry_base_seconds,
-                                     settings.worker.retry_max_seconds),
+                   retry=RetryPolicy.of(settings.worker),
                    lock_timeout_seconds=settings.worker.lock_timeout_seconds,
                    retention=RetentionPolicy.from_settings(settings),
                    retention_interval_seconds=settings.retention_interval_seconds,

@@ -5,11 +5,22 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import tenacity
 
 T = TypeVar("T")
+
+
+class RetrySettings(Protocol):
+    """A settings group that says how its work is tried again (settings.worker, .order, .bridge)."""
+
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def retry_base_seconds(self) -> float: ...
+    @property
+    def retry_max_seconds(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -17,6 +28,10 @@ class RetryPolicy:
     max_attempts: int = 5
     base_seconds: float = 5.0
     max_seconds: float = 300.0
+
+    @classmethod
+    def of(cls, group: RetrySettings) -> "RetryPolicy":
+        return cls(group.max_attempts, group.retry_base_seconds, group.retry_max_seconds)
 
     def delay(self, failures: int) -> timedelta:
         """Exponential backoff with "equal jitter": between half and all of base·2^(failures−1), capped.

@@ -35,10 +35,10 @@ from db.clients import (
 )
 from db.engine import create_engine
 from db.migrate import upgrade
-from db.order_processing import retry_policy
 from db.secrets import SecretBox, SecretKeyError, new_secret_key, reseal_all, secret_box
 from db.signing_keys import prepare_signing_keys
 from db.tenants import create_tenant, get_tenant, list_tenants
+from rules.retry import RetryPolicy
 from serving import admin_operations
 from serving.admin_client import (
     AdminCallFailed,
@@ -467,7 +467,7 @@ def order_list_command(tenant_id: str, processing: str, limit: int | None, after
 def order_retry_command(order_key: str, tenant_id: str, url: str | None, credentials_file: Path | None) -> None:
     """Try to open a RECEIVED order now, its failed attempts counted from zero; prints its processing state."""
     _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/retry"), None,
-             lambda engine: admin_operations.retry_failed_order(engine, retry_policy(Settings()), tenant_id,
+             lambda engine: admin_operations.retry_failed_order(engine, RetryPolicy.of(Settings().order), tenant_id,
                                                                order_key))
 
 

@@ -25,11 +25,12 @@ from contracts.errors import (
 from contracts.limits import MAX_REQUEST_BYTES
 from db.audit import AuditWriter
 from db.ids import new_id
-from db.order_processing import retry_policy, run_order_processor
+from db.order_processing import run_order_processor
 from db.secrets import secret_box
 from events import bridge
 from events.relay import run_relay
 from pipeline.worker import Pipeline, run_supervised
+from rules.retry import RetryPolicy
 from serving.authentication import Authenticator, Caller
 from serving.console import routes as console
 from serving.jsonio import json_response
@@ -186,7 +187,7 @@ def _attach_pipeline_worker(app: Quart, settings: Settings, engine: sa.Engine,
 def _attach_order_processor(app: Quart, settings: Settings, engine: sa.Engine) -> Callable[[], None]:
     """Process orders in a thread while the app serves (always: the conditional RECEIVED → OPEN step lets it
     share the work with `pia worker` processes); returns how a new order wakes it."""
-    return _attach_thread(app, "order-processor", partial(run_order_processor, engine, retry_policy(settings)),
+    return _attach_thread(app, "order-processor", partial(run_order_processor, engine, RetryPolicy.of(settings.order)),
                           settings.worker.poll_seconds)
 
 

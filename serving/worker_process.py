@@ -7,11 +7,12 @@ import threading
 
 import click
 
-from db.order_processing import retry_policy, run_order_processor
+from db.order_processing import run_order_processor
 from events.relay import run_relay
 from pipeline.cli import pipeline_from_environment
 from pipeline.metrics import serve_worker_metrics
 from pipeline.worker import run_supervised
+from rules.retry import RetryPolicy
 from serving.heap import freeze_startup_heap
 
 
@@ -23,8 +24,8 @@ def worker() -> None:
         pipeline.on_attempt = serve_worker_metrics(settings.worker.metrics_port).observe
     stop, wake = threading.Event(), threading.Event()
     # Orders are processed here too (their RECEIVED → OPEN step is safe to share with the servers).
-    orders = threading.Thread(target=run_order_processor, args=(engine, retry_policy(settings), stop, threading.Event(),
-                                                                settings.worker.poll_seconds), name="order-processor")
+    orders = threading.Thread(target=run_order_processor, name="order-processor", args=(
+        engine, RetryPolicy.of(settings.order), stop, threading.Event(), settings.worker.poll_seconds))
     orders.start()
 
     def request_stop(*_: object) -> None:

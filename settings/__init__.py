@@ -9,7 +9,6 @@ A group reads its variables when it is made: by default when `Settings()` is, or
 group is validated as it is, without the environment.
 """
 
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -240,7 +239,7 @@ class Settings(BaseSettings):
                   for name, value in changes.items()}
         return self.model_copy(update=update)
 
-    @cached_property
+    @property  # not cached: a copy (with_changes, model_copy) would carry the first one's value over
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url

@@ -8,11 +8,14 @@ from typing import Any
 
 import httpx
 import orjson
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from contracts.held_datasets import (
     ARROW_STREAM,
@@ -22,10 +25,11 @@ from contracts.held_datasets import (
     SALES_FORECASTS,
 )
 from db.adbc import inlined
-from db.held import ForecastKey, held_forecasts, page_query
+from db.held import PAGE_PART, ForecastKey, held_forecasts, page_query
 from db.held_export import (
     _FORECAST_COLUMNS,
     _forecast_page_template,
+    parts_in_key_order,
     replenishment_parameter_batches,
     sales_forecast_batches,
 )
@@ -227,3 +231,15 @@ def test_forecast_page_template_writes_what_inlining_writes(retail: str | None, 
     rows = held_forecasts("t'1", retail_store_number=retail, ecom_store_number=ecom, today=today,
                           columns=list(_FORECAST_COLUMNS))
     assert rendered == inlined(page_query(rows, ForecastKey, after, 50, ordered=False))
+
+
+@given(skus=st.lists(st.text("ABC0123", min_size=1, max_size=4), min_size=1, max_size=30, unique=True),
+       next_store=st.booleans(), shuffle=st.randoms(use_true_random=False))
+def test_the_page_reads_come_out_in_key_order_however_the_union_brings_them(
+        skus: list[str], next_store: bool, shuffle: Any) -> None:
+    rows = [{PAGE_PART: 0, "store": "S1", "sku": sku} for sku in sorted(skus)]
+    if next_store:
+        rows.append({PAGE_PART: 1, "store": "S2", "sku": min(skus)})  # ahead of part 0's last by number
+    expected = pl.DataFrame(rows).drop(PAGE_PART)
+    shuffle.shuffle(rows)
+    assert parts_in_key_order(pl.DataFrame(rows), "sku").equals(expected)

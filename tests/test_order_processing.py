@@ -25,7 +25,7 @@ from db.customers import put_customer
 from db.engine import is_duckdb
 from db.ids import new_id, utc_now
 from db.order_failures import PARKED, RETRYING, failed_orders, processing_state
-from db.order_processing import process_orders, process_received, retry_order, retry_policy, run_order_processor
+from db.order_processing import process_orders, process_received, retry_order, run_order_processor
 from db.orders import create_order
 from db.schema import (
     assortment_lines,
@@ -244,7 +244,8 @@ def test_a_hundred_and_fifty_failing_orders_do_not_hold_up_a_newer_one(own_store
     failing = [shop.receive((sku, 1), customer_id=refused.customer_id) for _ in range(150)]
     good = shop.receive((sku, 1))
     stop, wake = threading.Event(), threading.Event()
-    processor = threading.Thread(target=run_order_processor, args=(engine, retry_policy(settings), stop, wake, 0.1))
+    processor = threading.Thread(target=run_order_processor,
+                                 args=(engine, RetryPolicy.of(settings.order), stop, wake, 0.1))
     started = time.monotonic()
     processor.start()
     try:

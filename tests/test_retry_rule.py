@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rules.retry import RetryPolicy
+from settings import Settings
 
 
 @given(failures=st.integers(1, 40), base=st.floats(0.001, 10), cap=st.floats(0.01, 600))
@@ -45,3 +46,10 @@ def test_a_failure_it_may_not_retry_is_raised_at_once() -> None:
     with pytest.raises(ValueError):
         FAST.call(work, lambda error: isinstance(error, TimeoutError))
     assert work.runs == 1
+
+
+@pytest.mark.parametrize("group", ["worker", "order", "bridge"])
+def test_a_settings_group_gives_its_own_policy(group: str) -> None:
+    settings = Settings().with_changes(**{group: {"max_attempts": 3, "retry_base_seconds": 0.25,
+                                                  "retry_max_seconds": 7.0}})
+    assert RetryPolicy.of(getattr(settings, group)) == RetryPolicy(max_attempts=3, base_seconds=0.25, max_seconds=7.0)

@@ -168,6 +168,14 @@ def test_with_changes_changes_only_what_it_names() -> None:
     assert changed.order is settings.order
 
 
+def test_a_copy_resolves_its_own_database() -> None:
+    embedded = Settings(data_dir=Path("/first"))
+    assert embedded.resolved_database_url == "duckdb:////first/pia.duckdb"  # read before copying
+    assert embedded.with_changes(data_dir=Path("/second")).resolved_database_url == "duckdb:////second/pia.duckdb"
+    moved = embedded.with_changes(database_url="postgresql+psycopg://db/pia")
+    assert moved.resolved_database_url == "postgresql+psycopg://db/pia" and not moved.is_embedded
+
+
 def test_batch_rows_must_outlive_staged_files(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Settings(staged_retention_days=30, batch_retention_days=30).batch_retention_days == 30
     with pytest.raises(ValidationError, match="PIA_BATCH_RETENTION_DAYS must be at least PIA_STAGED_RETENTION_DAYS"):

@@ -15,8 +15,8 @@ from contracts.batch_kinds import BATCH_KINDS, SALES_FORECAST
 from contracts.errors import ApiError, BadRequest, NotFound
 from db.console_sessions import end_session, start_session
 from db.ids import utc_now
-from db.order_processing import retry_policy
 from db.tenants import get_tenant
+from rules.retry import RetryPolicy
 from serving import admin_operations
 from serving.client_authentication import AttemptThrottled, AuthenticationFailed, authenticate_client
 from serving.console import pages
@@ -265,8 +265,8 @@ async def attention() -> str:
 @blueprint.post("/attention/orders/<order_key>/retry")
 async def attention_retry(order_key: str) -> Response:
     """Try to open the order now, as POST /admin/v1/tenants/{t}/orders/{order}/retry does."""
-    state = await blocking(admin_operations.retry_failed_order, services().engine, retry_policy(services().settings),
-                           g.console.tenant_id, order_key)
+    state = await blocking(admin_operations.retry_failed_order, services().engine,
+                           RetryPolicy.of(services().settings.order), g.console.tenant_id, order_key)
     return redirect(url_for("console.attention", retried=state["number"], status=state["status"]), 303)
 
 

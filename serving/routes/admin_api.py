@@ -35,8 +35,8 @@ from contracts.click_and_collect import CartNotActiveError, ParkedCart
 from contracts.demand_planning_models import BatchStatus
 from contracts.models import InvalidRequestError, NotFoundError
 from contracts.orders import Order, OrderLinesRequest, ReturnRequest, ShipRequest
-from db.order_processing import retry_policy
 from db.secrets import secret_box
+from rules.retry import RetryPolicy
 from serving import admin_operations
 from serving.jsonio import blocking, json_response
 from serving.protection import protect
@@ -178,7 +178,7 @@ async def retry_order(tenantId: str, orderIdOrNumber: str) -> Response:
     """Try to open the order now, its failed attempts counted from zero: its processing state after (OPEN, or
     RECEIVED with this attempt's error, tried again after a backoff). An order already open is left as it is."""
     return json_response(await blocking(admin_operations.retry_failed_order, services().engine,
-                                        retry_policy(services().settings), tenantId, orderIdOrNumber))
+                                        RetryPolicy.of(services().settings.order), tenantId, orderIdOrNumber))
 
 
 @blueprint.get("/orders/<orderIdOrNumber>")
