@@ -75,17 +75,17 @@ def protect(blueprint: Blueprint, scope: str, resource_arg: str | None = None, *
         await admit(caller)
         args = request.view_args or {}
         authorize(caller.client, args["tenantId"], scope, args.get(resource_arg) if resource_arg else None)
-
-    if check_requests:
-        blueprint.before_request(check_request)
+        if check_requests:  # here rather than as a hook of its own: Quart's dispatch costs each hook a few µs
+            await check_request()
 
 
 async def admit(caller: Caller) -> None:
     """Count the request against its client's rate limit (the console's pages count like the client's API calls),
     and mark it for the rate-limit headers and the audit row of `finish_protected`."""
     g.caller = caller
-    limit = caller.client.rate_limit_per_minute or services().settings.rate_limit.per_minute
-    g.rate_limit = state = await services().limiter.hit(f"client:{caller.client.id}", limit)
+    pia = services()
+    limit = caller.client.rate_limit_per_minute or pia.settings.rate_limit.per_minute
+    g.rate_limit = state = await pia.limiter.hit(f"client:{caller.client.id}", limit)
     if not state.allowed:
         raise TooManyRequests(f"More than {limit} requests in 60 seconds; retry after {state.reset_seconds} s.",
                               headers={"Retry-After": str(state.reset_seconds)})
@@ -98,7 +98,9 @@ async def finish_protected(response: Response) -> Response:
         return response
     state: RateLimitState | None = g.get("rate_limit")
     if state is not None:
-        response.headers.update(state.headers())
+        for name, value in state.headers().items():
+            # No response carries these before here: `add` skips `set`'s search for old ones, ~3 µs a header.
+            response.headers.add(name, value)
     services().audit.submit(AuditEvent(
         tenant_id=caller.client.tenant_id, client_id=caller.client.id, token_id=caller.token_id,
         request_id=g.request_id, method=request.method, path=request.full_path.rstrip("?"),
