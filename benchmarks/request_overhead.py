@@ -135,7 +135,7 @@ def _measure(server: subprocess.Popen, port: int, path: str, token: str, seconds
 def _start(kind: str, port: int, env: dict[str, str]) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-m", "benchmarks.request_overhead", "--serve", kind,
                                 "--port", str(port)], env=env)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a DuckDB pia server took over 60 s to start at load 20 on two cores
     while time.monotonic() < deadline:
         try:
             httpx.get(f"http://127.0.0.1:{port}/", timeout=1)

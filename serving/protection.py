@@ -5,10 +5,11 @@ Every scope blueprint calls `protect`, so no route under /v1/tenants/{tenantId}/
 
 import time
 
-from quart import Blueprint, Response, g, request
+from quart import Blueprint, Request, Response, g, request
+from quart.ctx import _AppCtxGlobals as RequestGlobals  # the type of `g`, which Quart names privately
 
 from contracts.errors import Forbidden, TooManyRequests, Unauthorized
-from db.audit import AuditEvent
+from db.audit import AuditEvent, AuditWriter
 from db.clients import DEMAND_PLANNING_PERMISSION, Client
 from db.ids import utc_now
 from serving.authentication import Caller
@@ -17,8 +18,8 @@ from serving.services import services
 from serving.validation import check_request
 
 
-def bearer_token() -> str:
-    header = request.headers.get("Authorization")
+def bearer_token(current: Request) -> str:
+    header = current.headers.get("Authorization")
     if not header:
         # RFC 6750 §3.1: no error code when the request carried no credentials at all.
         raise Unauthorized("An Authorization: Bearer header is required.", error="")
@@ -71,37 +72,40 @@ def protect(blueprint: Blueprint, scope: str, resource_arg: str | None = None, *
     @blueprint.before_request
     async def guard() -> None:
         started = time.perf_counter()
-        caller = await services().authenticator.caller(bearer_token(), started)
+        current = request._get_current_object()  # one proxy lookup (1–2 µs) for the two uses
+        caller = await services().authenticator.caller(bearer_token(current), started)
         await admit(caller)
-        args = request.view_args or {}
+        args = current.view_args or {}
         authorize(caller.client, args["tenantId"], scope, args.get(resource_arg) if resource_arg else None)
-
-    if check_requests:
-        blueprint.before_request(check_request)
+        if check_requests:  # here rather than as a hook of its own: Quart's dispatch costs each hook a few µs
+            await check_request()
 
 
 async def admit(caller: Caller) -> None:
     """Count the request against its client's rate limit (the console's pages count like the client's API calls),
     and mark it for the rate-limit headers and the audit row of `finish_protected`."""
-    g.caller = caller
-    limit = caller.client.rate_limit_per_minute or services().settings.rate_limit.per_minute
-    g.rate_limit = state = await services().limiter.hit(f"client:{caller.client.id}", limit)
+    request_globals, pia = g._get_current_object(), services()
+    request_globals.caller = caller
+    limit = caller.client.rate_limit_per_minute or pia.settings.rate_limit.per_minute
+    request_globals.rate_limit = state = await pia.limiter.hit(f"client:{caller.client.id}", limit)
     if not state.allowed:
         raise TooManyRequests(f"More than {limit} requests in 60 seconds; retry after {state.reset_seconds} s.",
                               headers={"Retry-After": str(state.reset_seconds)})
 
 
-async def finish_protected(response: Response) -> Response:
-    """Rate-limit headers and an audit row for every request that carried a valid token."""
-    caller: Caller | None = g.get("caller")
+def finish_protected(response: Response, request_globals: RequestGlobals, current: Request, audit: AuditWriter) -> None:
+    """Rate-limit headers and an audit row for every request that carried a valid token (the request's `g`, the
+    request and the audit writer given by the caller, which has looked them up already)."""
+    caller: Caller | None = request_globals.get("caller")
     if caller is None:
-        return response
-    state: RateLimitState | None = g.get("rate_limit")
+        return
+    state: RateLimitState | None = request_globals.get("rate_limit")
     if state is not None:
-        response.headers.update(state.headers())
-    services().audit.submit(AuditEvent(
+        for name, value in state.headers().items():
+            # No response carries these before here: `add` skips `set`'s search for old ones, ~3 µs a header.
+            response.headers.add(name, value)
+    audit.submit(AuditEvent(
         tenant_id=caller.client.tenant_id, client_id=caller.client.id, token_id=caller.token_id,
-        request_id=g.request_id, method=request.method, path=request.full_path.rstrip("?"),
+        request_id=request_globals.request_id, method=current.method, path=current.full_path.rstrip("?"),
         status=response.status_code, duration_ms=round((time.perf_counter() - caller.started) * 1000, 3),
         time=utc_now()))
-    return response

@@ -90,8 +90,10 @@ async def check_request() -> None:
                 if isinstance(value, str) and (problem := control_problem(value))]
     if problems:
         raise InvalidRequest(problems)
+    if request.method not in _WRITES:  # first: most requests are reads, and finding the view's model costs more
+        return
     model = declared_body(current_app.view_functions.get(request.endpoint or ""))
-    if model is None or request.method not in _WRITES:
+    if model is None:
         return
     if getattr(model, OPTIONAL_BODY, False) and not await request.get_data():
         return
