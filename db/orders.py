@@ -1,9 +1,9 @@
 """Sales orders of an eCom store: creation (SPEC.md's order creation rules) and reads.
 
 Orders are created in groups (`create_orders`; the API forms them, serving/order_groups.py): one transaction checks
-the duplicate keys, customers, SKUs and campaign prices of all of a group's orders with four statements per eCom
-store, then stores those that pass RECEIVED with their lines and their tenant's next numbers (one counter update,
-one insert of the orders, one of the lines), whose inserted rows are the answers; processing
+the duplicate keys, customers, SKUs and campaign prices of all of a group's orders with three or four statements
+per eCom store, then stores those that pass RECEIVED with their lines and their tenant's next numbers (one counter
+update, one insert of the orders, one of the lines), whose inserted rows are the answers; processing
 (db/order_processing.py) reserves the stock afterwards. Each order's answer is the one it would get if the group's
 orders were created one after another: a bad order is refused alone, and one repeating the keys of an earlier one
 of its group is its duplicate. Concurrent creations of one order by another process meet in the unique keys
@@ -120,9 +120,9 @@ def _created_alone(engine: sa.Engine, request: OrderRequest) -> Answer:
 
 
 def _created(conn: sa.Connection, requests: Sequence[OrderRequest]) -> list[Answer]:
-    """Check each eCom store's requests against what is held (four statements per store, whatever their number),
-    then insert the orders that pass with their tenants' next numbers (one statement for the orders, one for the
-    lines); the answers are built from the inserted rows, so nothing is read back."""
+    """Check each eCom store's requests against what is held (three or four statements per store, whatever their
+    number), then insert the orders that pass with their tenants' next numbers (one statement for the orders, one for
+    the lines); the answers are built from the inserted rows, so nothing is read back."""
     now = utc_now()
     by_store: dict[tuple[str, str], list[int]] = defaultdict(list)
     for index, request in enumerate(requests):
@@ -154,11 +154,10 @@ def _inserted(conn: sa.Connection, new: Sequence[_NewOrder]) -> list[HeldOrder]:
 def _checked_in_store(conn: sa.Connection, tenant_id: str, ecom_store_id: str, bodies: Sequence[CreateOrder],
                       now: datetime) -> list[_NewOrder | ApiError]:
     """SPEC.md's creation rules for each request in turn, against what is held and the group's orders before it:
-    its rows to insert, or the error to answer. Four statements, whatever the number of requests."""
+    its rows to insert, or the error to answer. Three or four statements, whatever the number of requests."""
     store = conn.execute(_STORE_CONTEXT, {"tenant_id": tenant_id, "ecom_store_id": ecom_store_id}).one()
     taken = _held_keys(conn, tenant_id, ecom_store_id, bodies)
-    customers_known = set(conn.scalars(_KNOWN_CUSTOMERS, {
-        "tenant_id": tenant_id, "ids": sorted({body.customerId for body in bodies if body.customerId})}))
+    customers_known = _known_customers(conn, tenant_id, {body.customerId for body in bodies if body.customerId})
     day = now.date()
     found = _skus(conn, tenant_id, store, [line for body in bodies for line in body.lineItems], day)
     outcomes: list[_NewOrder | ApiError] = []
@@ -297,6 +296,13 @@ def _held_keys(conn: sa.Connection, tenant_id: str, ecom_store_id: str,
         taken["id", row.external_order_id] = row.id
         taken["number", row.external_order_number] = row.id
     return taken
+
+
+def _known_customers(conn: sa.Connection, tenant_id: str, customer_ids: set[str]) -> set[str]:
+    """Those of the customers given that exist; no statement when the requests leave it to the store's default."""
+    if not customer_ids:
+        return set()
+    return set(conn.scalars(_KNOWN_CUSTOMERS, {"tenant_id": tenant_id, "ids": sorted(customer_ids)}))
 
 
 def _customer(store: sa.Row, customer_id: str | None, known: set[str]) -> str:
