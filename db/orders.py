@@ -1,23 +1,29 @@
 """Sales orders of an eCom store: creation (SPEC.md's order creation rules) and reads.
 
-Creation checks the duplicate keys, customer, SKUs and campaign prices in a reading transaction (two statements),
-then stores the order RECEIVED with its lines and the tenant's next number in a writing one, whose inserted rows
-are the answer; processing (db/order_processing.py) reserves the stock afterwards. Concurrent creations of one
-order meet in the unique keys (externalOrderId and externalOrderNumber per eCom store): the loser's writing
-transaction fails and is run again by `write_with_retries`, and the second run finds the winner's order and answers
-409 DUPLICATE_ORDER. (On DuckDB writers take turns, so the second simply finds it.)
+Orders are created in groups (`create_orders`; the API forms them, serving/order_groups.py): one transaction checks
+the duplicate keys, customers, SKUs and campaign prices of all of a group's orders with three or four statements
+per eCom store, then stores those that pass RECEIVED with their lines and their tenant's next numbers (one counter
+update, one insert of the orders, one of the lines), whose inserted rows are the answers; processing
+(db/order_processing.py) reserves the stock afterwards. Each order's answer is the one it would get if the group's
+orders were created one after another: a bad order is refused alone, and one repeating the keys of an earlier one
+of its group is its duplicate. Concurrent creations of one order by another process meet in the unique keys
+(externalOrderId and externalOrderNumber per eCom store): the losing group is written again one order at a time,
+each run again by `write_with_retries` after losing, and the second run finds the winner's order and answers
+409 DUPLICATE_ORDER. (On DuckDB writers take turns, so the group simply finds it.)
 """
 
-from collections.abc import Sequence
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import orjson
 import sqlalchemy as sa
 
-from contracts.errors import CustomerNotFound, DuplicateOrder, InvalidRequest, SkuNotFound
+from contracts.errors import ApiError, CustomerNotFound, DuplicateOrder, InvalidRequest, SkuNotFound
 from contracts.orders import CreateOrder, LineItemRequest
 from contracts.rendering import decimal
 from db.catalogue import in_assortment
@@ -40,6 +46,7 @@ from db.stock import write_with_retries
 from rules.amounts import freight_amounts, line_amounts, order_amounts
 from rules.pricing import Campaign, PricedSku, price_lines, problem
 
+log = logging.getLogger(__name__)
 RECEIVED, OPEN = "RECEIVED", "OPEN"
 FIRST_ORDER_NUMBER = 100001
 
@@ -52,6 +59,20 @@ class HeldOrder:
 
 
 @dataclass(frozen=True)
+class OrderRequest:
+    """A create-order request of an eCom store."""
+
+    tenant_id: str
+    ecom_store_id: str
+    body: CreateOrder
+
+
+# Each request's answer: the stored order, or the error it gets (DuplicateOrder, CustomerNotFound, SkuNotFound,
+# InvalidRequest).
+Answer = HeldOrder | ApiError
+
+
+@dataclass(frozen=True)
 class _NewOrder:
     """A checked order, ready to insert: the values of its row (but the number) and of its lines' rows."""
 
@@ -61,32 +82,109 @@ class _NewOrder:
 
 def create_order(engine: sa.Engine, tenant_id: str, ecom_store_id: str, request: CreateOrder) -> HeldOrder:
     """Store the order RECEIVED; raises DuplicateOrder, CustomerNotFound, SkuNotFound or InvalidRequest."""
-    with engine.connect() as conn:
-        # The checks only read, in a transaction of their own: on DuckDB they run beside other writers, and only
-        # the inserts take a writer's turn.
-        with conn.begin():
-            new = _checked(conn, tenant_id, ecom_store_id, request)
-
-        def attempt() -> HeldOrder:
-            with conn.begin():
-                return _stored(conn, new)
-
-        return write_with_retries(engine, attempt)
+    answer = _created_alone(engine, OrderRequest(tenant_id, ecom_store_id, request))
+    if isinstance(answer, ApiError):
+        raise answer
+    return answer
 
 
-def _checked(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: CreateOrder) -> _NewOrder:
-    """SPEC.md's creation rules against what is held; the rows to insert, or the error to answer."""
-    store = _store_context(conn, tenant_id, ecom_store_id, request)
-    if store.existing_order_id:
-        raise DuplicateOrder(store.existing_order_id)
-    customer_id = _customer(store, request.customerId)
-    order_date = utc_now()
+def create_orders(engine: sa.Engine, requests: Sequence[OrderRequest]) -> list[Answer]:
+    """Store the orders that pass the checks, in one transaction; each request's answer, in the requests' order.
+
+    The answers are those of creating the orders one by one in that order: an order repeating the keys of an
+    earlier one of the group is DuplicateOrder naming it (when that one was created). A group that loses a unique
+    key to a concurrent creation (another process, on PostgreSQL) is written again one order at a time."""
+    def attempt() -> list[Answer] | None:
+        try:
+            with engine.begin() as conn:
+                return _created(conn, requests)
+        except sa.exc.IntegrityError:  # not run again by write_with_retries: one by one instead, below
+            return None
+
+    answers = write_with_retries(engine, attempt)
+    if answers is None:
+        log.info("a group of %d orders lost a unique key to a concurrent creation; writing them one by one",
+                 len(requests))
+        return [_created_alone(engine, request) for request in requests]
+    return answers
+
+
+def _created_alone(engine: sa.Engine, request: OrderRequest) -> Answer:
+    """A group of one, run again after losing a unique key: the second run finds the winner's order and answers
+    DuplicateOrder."""
+    def attempt() -> Answer:
+        with engine.begin() as conn:
+            return _created(conn, [request])[0]
+
+    return write_with_retries(engine, attempt)
+
+
+def _created(conn: sa.Connection, requests: Sequence[OrderRequest]) -> list[Answer]:
+    """Check each eCom store's requests against what is held (three or four statements per store, whatever their
+    number), then insert the orders that pass with their tenants' next numbers (one statement for the orders, one for
+    the lines); the answers are built from the inserted rows, so nothing is read back."""
+    now = utc_now()
+    by_store: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for index, request in enumerate(requests):
+        by_store[request.tenant_id, request.ecom_store_id].append(index)
+    checked: dict[int, _NewOrder | ApiError] = {}
+    for (tenant_id, ecom_store_id), indexes in by_store.items():
+        outcomes = _checked_in_store(conn, tenant_id, ecom_store_id, [requests[i].body for i in indexes], now)
+        checked.update(zip(indexes, outcomes, strict=True))
+    answers: list[Answer | _NewOrder] = [checked[index] for index in range(len(requests))]
+    new = [answer for answer in answers if isinstance(answer, _NewOrder)]
+    if new:
+        held = iter(_inserted(conn, new))
+        answers = [next(held) if isinstance(answer, _NewOrder) else answer for answer in answers]
+    return answers  # type: ignore[return-value]  # every _NewOrder is replaced by its HeldOrder
+
+
+def _inserted(conn: sa.Connection, new: Sequence[_NewOrder]) -> list[HeldOrder]:
+    """Insert the orders, numbered in their order per tenant, and their lines."""
+    numbers = {tenant_id: _next_numbers(conn, tenant_id, count)
+               for tenant_id, count in Counter(order.order["tenant_id"] for order in new).items()}
+    stored = conn.execute(_INSERT_ORDERS, [{**order.order, "number": next(numbers[order.order["tenant_id"]])}
+                                           for order in new]).all()
+    lines_of: dict[str, list[sa.Row]] = defaultdict(list)  # by line number: inserted in that order
+    for line in conn.execute(_INSERT_LINES, [line for order in new for line in order.lines]):
+        lines_of[line.order_id].append(line)
+    return [HeldOrder(order, lines_of[order.id]) for order in stored]
+
+
+def _checked_in_store(conn: sa.Connection, tenant_id: str, ecom_store_id: str, bodies: Sequence[CreateOrder],
+                      now: datetime) -> list[_NewOrder | ApiError]:
+    """SPEC.md's creation rules for each request in turn, against what is held and the group's orders before it:
+    its rows to insert, or the error to answer. Three or four statements, whatever the number of requests."""
+    store = conn.execute(_STORE_CONTEXT, {"tenant_id": tenant_id, "ecom_store_id": ecom_store_id}).one()
+    taken = _held_keys(conn, tenant_id, ecom_store_id, bodies)
+    customers_known = _known_customers(conn, tenant_id, {body.customerId for body in bodies if body.customerId})
+    day = now.date()
+    found = _skus(conn, tenant_id, store, [line for body in bodies for line in body.lineItems], day)
+    outcomes: list[_NewOrder | ApiError] = []
+    for body in bodies:
+        try:
+            existing = taken.get(("id", body.externalOrderId)) or taken.get(("number", body.externalOrderNumber))
+            if existing:
+                raise DuplicateOrder(existing)
+            new = _new_order(tenant_id, ecom_store_id, store, body, _customer(store, body.customerId, customers_known),
+                             _skus_of(body.lineItems, found), now)
+        except ApiError as refused:
+            outcomes.append(refused)
+            continue
+        # Later requests of the group repeating its keys are its duplicates, as if sent after it.
+        taken.setdefault(("id", body.externalOrderId), new.order["id"])
+        taken.setdefault(("number", body.externalOrderNumber), new.order["id"])
+        outcomes.append(new)
+    return outcomes
+
+
+def _new_order(tenant_id: str, ecom_store_id: str, store: sa.Row, request: CreateOrder, customer_id: str,
+               found: list[PricedSku], order_date: datetime) -> _NewOrder:
+    """The order's rows, or InvalidRequest listing its lines' pricing problems."""
     day = order_date.date()
-    found = _skus(conn, tenant_id, store, request.lineItems, day)
     pricings, problems = price_lines(request.lineItems, found, day)
     if problems:
         raise InvalidRequest(problems)
-
     order_id = new_id()
     amounts_of = [line_amounts(line.quantity, line.netUnitPrice, line.vatRate, line.netUnitOrderDiscountAmount)
                   for line in request.lineItems]
@@ -123,21 +221,8 @@ def _checked(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: C
 
 
 # Values go as parameters, so each statement is compiled once (a `.values()` of many rows is compiled every time).
-_INSERT_ORDER = orders.insert().returning(*orders.c)
+_INSERT_ORDERS = orders.insert().returning(*orders.c, sort_by_parameter_order=True)
 _INSERT_LINES = order_lines.insert().returning(*order_lines.c, sort_by_parameter_order=True)
-
-
-def _stored(conn: sa.Connection, new: _NewOrder) -> HeldOrder:
-    """Insert the checked order with the tenant's next number; the answer is built from the inserted rows, so
-    nothing is read back. An order with the same keys that committed since the checks is DuplicateOrder (an
-    insert racing its commit on PostgreSQL fails in the unique keys, and `write_with_retries` runs this again)."""
-    order = new.order
-    existing = _duplicate_of(conn, order)
-    if existing:
-        raise DuplicateOrder(existing)
-    number = _next_number(conn, order["tenant_id"])
-    held = conn.execute(_INSERT_ORDER, {**order, "number": number}).one()
-    return HeldOrder(held, list(conn.execute(_INSERT_LINES, new.lines)))
 
 
 def _json(value: object) -> str:
@@ -150,23 +235,21 @@ def _param(name: str, type_: type[sa.types.TypeEngine] = sa.String) -> sa.BindPa
     return sa.bindparam(name, type_=type_)
 
 
-# The id of the eCom store's order with either external key (the web shop's keys are unique per store).
-_DUPLICATE = sa.select(orders.c.id).where(
-    orders.c.tenant_id == _param("tenant_id"), orders.c.ecom_store_id == _param("ecom_store_id"),
-    sa.or_(orders.c.external_order_id == _param("external_order_id"),
-           orders.c.external_order_number == _param("external_order_number"))).limit(1)
-
-# The eCom store with its company's currency, base price list and freight VAT rate, the id of an order the request
-# repeats (or null), and the given customer's id if it exists (null when unknown or not given).
+# The eCom store with its company's currency, base price list and freight VAT rate.
 _STORE_CONTEXT = (
-    sa.select(ecom_stores, companies.c.currency_iso_code, companies.c.base_price_list_id, companies.c.freight_vat_rate,
-              _DUPLICATE.scalar_subquery().label("existing_order_id"),
-              sa.select(customers.c.id).where(customers.c.tenant_id == _param("tenant_id"),
-                                              customers.c.id == _param("customer_id"))
-              .scalar_subquery().label("known_customer_id"))
+    sa.select(ecom_stores, companies.c.currency_iso_code, companies.c.base_price_list_id, companies.c.freight_vat_rate)
     .join(companies, sa.and_(companies.c.tenant_id == _param("tenant_id"),
                              companies.c.id == ecom_stores.c.company_id))
     .where(ecom_stores.c.tenant_id == _param("tenant_id"), ecom_stores.c.id == _param("ecom_store_id")))
+
+# The eCom store's orders with any of the external keys (the web shop's keys are unique per store).
+_HELD_KEYS = sa.select(orders.c.id, orders.c.external_order_id, orders.c.external_order_number).where(
+    orders.c.tenant_id == _param("tenant_id"), orders.c.ecom_store_id == _param("ecom_store_id"),
+    sa.or_(orders.c.external_order_id.in_(sa.bindparam("external_order_ids", expanding=True)),
+           orders.c.external_order_number.in_(sa.bindparam("external_order_numbers", expanding=True))))
+
+_KNOWN_CUSTOMERS = sa.select(customers.c.id).where(customers.c.tenant_id == _param("tenant_id"),
+                                                   customers.c.id.in_(sa.bindparam("ids", expanding=True)))
 
 
 def _sku_lookup() -> sa.Select:
@@ -201,32 +284,47 @@ def _sku_lookup() -> sa.Select:
 _SKU_LOOKUP = _sku_lookup()
 
 
-def _duplicate_of(conn: sa.Connection, order: dict[str, Any]) -> str | None:
-    return conn.scalar(_DUPLICATE, {key: order[key] for key in (
-        "tenant_id", "ecom_store_id", "external_order_id", "external_order_number")})
+def _held_keys(conn: sa.Connection, tenant_id: str, ecom_store_id: str,
+               bodies: Sequence[CreateOrder]) -> dict[tuple[str, str], str]:
+    """The held orders' ids by the requests' keys they hold: ("id", externalOrderId) and ("number",
+    externalOrderNumber)."""
+    taken = {}
+    for row in conn.execute(_HELD_KEYS, {
+            "tenant_id": tenant_id, "ecom_store_id": ecom_store_id,
+            "external_order_ids": sorted({body.externalOrderId for body in bodies}),
+            "external_order_numbers": sorted({body.externalOrderNumber for body in bodies})}):
+        taken["id", row.external_order_id] = row.id
+        taken["number", row.external_order_number] = row.id
+    return taken
 
 
-def _store_context(conn: sa.Connection, tenant_id: str, ecom_store_id: str, request: CreateOrder) -> sa.Row:
-    return conn.execute(_STORE_CONTEXT, {
-        "tenant_id": tenant_id, "ecom_store_id": ecom_store_id, "external_order_id": request.externalOrderId,
-        "external_order_number": request.externalOrderNumber, "customer_id": request.customerId}).one()
+def _known_customers(conn: sa.Connection, tenant_id: str, customer_ids: set[str]) -> set[str]:
+    """Those of the customers given that exist; no statement when the requests leave it to the store's default."""
+    if not customer_ids:
+        return set()
+    return set(conn.scalars(_KNOWN_CUSTOMERS, {"tenant_id": tenant_id, "ids": sorted(customer_ids)}))
 
 
-def _customer(store: sa.Row, customer_id: str | None) -> str:
+def _customer(store: sa.Row, customer_id: str | None, known: set[str]) -> str:
     if customer_id is None:
         if store.default_customer_id is None:
             raise InvalidRequest([problem("customerId", "REQUIRED", "This eCom store has no default customer; "
                                            "give customerId.")])
         return store.default_customer_id
-    if store.known_customer_id is None:
+    if customer_id not in known:
         raise CustomerNotFound(f"No customer {customer_id}.")
     return customer_id
 
 
+@dataclass(frozen=True)
+class _FoundSkus:
+    by_id: dict[str, PricedSku]
+    by_number: dict[str, PricedSku]
+
+
 def _skus(conn: sa.Connection, tenant_id: str, store: sa.Row, lines: Sequence[LineItemRequest],
-          day: date) -> list[PricedSku]:
-    """Each line's SKU, as the eCom store sees it, with its price and campaigns on `day` (one statement);
-    SkuNotFound naming every one outside the assortment."""
+          day: date) -> _FoundSkus:
+    """The lines' SKUs in the eCom store's assortment, with their price and campaigns on `day` (one statement)."""
     rows = conn.execute(_SKU_LOOKUP, {
         "tenant_id": tenant_id, "company_id": store.company_id, "day": day, "price_list_id": store.price_list_id,
         "base_price_list_id": store.base_price_list_id, "base_assortment_id": store.base_assortment_id,
@@ -238,27 +336,33 @@ def _skus(conn: sa.Connection, tenant_id: str, store: sa.Row, lines: Sequence[Li
         sku = by_id.setdefault(row.id, PricedSku(row.id, row.number, row.name, row.price, []))
         if row.campaign_id is not None:
             sku.offers.append(Campaign(row.campaign_id, row.code, row.campaign_type, row.campaign_price))
-    by_number = {sku.number: sku for sku in by_id.values()}
-    found, missing = [], []
+    return _FoundSkus(by_id, {sku.number: sku for sku in by_id.values()})
+
+
+def _skus_of(lines: Sequence[LineItemRequest], found: _FoundSkus) -> list[PricedSku]:
+    """Each line's SKU, by its id or number; SkuNotFound naming every one outside the assortment."""
+    skus_of_lines, missing = [], []
     for line in lines:
-        sku = by_id.get(line.skuId) if line.skuId else by_number.get(line.skuNumber or "")
+        sku = found.by_id.get(line.skuId) if line.skuId else found.by_number.get(line.skuNumber or "")
         if sku is None:
             missing.append(line.skuId or line.skuNumber or "")
-        found.append(sku)
+        skus_of_lines.append(sku)
     if missing:
         raise SkuNotFound(f"Not in the eCom store's assortment: SKU {', '.join(dict.fromkeys(missing))}.")
-    return found
+    return skus_of_lines
 
 
-def _next_number(conn: sa.Connection, tenant_id: str) -> str:
-    """The tenant's next order number. Counting up locks the counter row until commit (PostgreSQL), so concurrent
-    creations take numbers in turn; two creating the first row collide and the loser runs again."""
+def _next_numbers(conn: sa.Connection, tenant_id: str, count: int) -> Iterator[str]:
+    """The tenant's next `count` order numbers, taken by one update of its counter. Counting up locks the counter
+    row until commit (PostgreSQL), so concurrent creations take numbers in turn; two creating the first row
+    collide and the loser runs again."""
     last = conn.scalar(order_numbers.update().where(order_numbers.c.tenant_id == tenant_id)
-                       .values(last_number=order_numbers.c.last_number + 1).returning(order_numbers.c.last_number))
+                       .values(last_number=order_numbers.c.last_number + count)
+                       .returning(order_numbers.c.last_number))
     if last is None:
-        last = FIRST_ORDER_NUMBER
+        last = FIRST_ORDER_NUMBER + count - 1
         conn.execute(order_numbers.insert().values(tenant_id=tenant_id, last_number=last))
-    return str(last)
+    return (str(number) for number in range(last - count + 1, last + 1))
 
 
 def read_order(engine: sa.Engine, tenant_id: str, ecom_store_id: str | None, id_or_number: str) -> HeldOrder | None:

@@ -38,6 +38,7 @@ from serving.jsonio import json_response
 from serving.logs import request_context
 from serving.metrics import ServerMetrics
 from serving.openapi import attach_openapi
+from serving.order_groups import OrderGroups
 from serving.protection import finish_protected
 from serving.ratelimit import RollingWindowLimiter
 from serving.routes import (
@@ -85,7 +86,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
         secret_verifier=secret_verifier,
         token_attempts=TokenAttemptLimits(limiter, settings.token.attempts_per_minute_per_address,
                                           settings.token.attempts_per_minute_per_client),
-        uploads=_attach_upload_work(app, settings), metrics=metrics,
+        uploads=_attach_upload_work(app, settings), metrics=metrics, orders=OrderGroups(engine),
         wake_pipeline=_attach_pipeline_worker(app, settings, engine, metrics) if run_pipeline else lambda: None,
         wake_orders=_attach_order_processor(app, settings, engine))
     if run_bridge:

@@ -10,6 +10,7 @@ from quart import current_app
 from db.audit import AuditWriter
 from serving.authentication import Authenticator
 from serving.metrics import ServerMetrics
+from serving.order_groups import OrderGroups
 from serving.ratelimit import RateLimiter
 from serving.secret_verifier import SecretVerifier
 from serving.token_attempts import TokenAttemptLimits
@@ -31,6 +32,8 @@ class Services:
     audit: AuditWriter
     uploads: UploadWork
     metrics: ServerMetrics
+    # Order creations, written in groups.
+    orders: OrderGroups
     # Tells the in-process pipeline worker a batch is waiting; a no-op when separate workers poll.
     wake_pipeline: Callable[[], None]
     # Tells the order processor of this process a new order is waiting.

@@ -1,9 +1,10 @@
 """Orders, from the e-commerce scope: /v1/tenants/{tenantId}/ecom_stores/{eComStoreId}/orders…
 
-POST /orders checks the body (every problem with its path, in one 400), stores the order RECEIVED and answers 202
-with the record; the order processor (db/order_processing.py, woken here) then opens it. The rules are in
-db/orders.py, the shapes in contracts/orders.py. The web shop reports captured payments and refunds here
-(db/fulfilment.py, db/returns.py); the back office picks, ships, returns and cancels through the admin API.
+POST /orders checks the body (every problem with its path, in one 400), stores the order RECEIVED (in a group with
+the orders arriving meanwhile: serving/order_groups.py) and answers 202 with the record; the order processor
+(db/order_processing.py, woken here) then opens it. The rules are in db/orders.py, the shapes in
+contracts/orders.py. The web shop reports captured payments and refunds here (db/fulfilment.py, db/returns.py);
+the back office picks, ships, returns and cancels through the admin API.
 """
 
 
@@ -48,7 +49,7 @@ protect(blueprint, "ecom", resource_arg="eComStoreId")
 async def create_order(tenantId: str, eComStoreId: str) -> Response:
     """Accept an order: 202 with the RECEIVED record and its Location; 400, 404, 409 DUPLICATE_ORDER."""
     body = await _create_order_body()
-    held = await blocking(store.create_order, services().engine, tenantId, eComStoreId, body)
+    held = await services().orders.create(tenantId, eComStoreId, body)
     services().wake_orders()
     location = url_for("orders.get_order", tenantId=tenantId, eComStoreId=eComStoreId, orderIdOrNumber=held.order.id)
     return json_response(order_json(held), 202, {"Location": location})
