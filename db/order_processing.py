@@ -215,9 +215,22 @@ def retry_order(engine: sa.Engine, tenant_id: str, id_or_number: str, retry: Ret
 
     if (order_id := write_with_retries(engine, forget)) is None:
         return None
-    _, errors = _open_each(engine, tenant_id, [order_id])
+    opened, errors = _open_each(engine, tenant_id, [order_id])
     record_failures(engine, tenant_id, errors, retry, clock())
+    if not opened and not errors:
+        _await_other_processor(engine, tenant_id, order_id)
     return processing_state(engine, tenant_id, order_id)
+
+
+def _await_other_processor(engine: sa.Engine, tenant_id: str, order_id: str) -> None:
+    """PostgreSQL: once its failures were forgotten, a processor's poll may have taken the order, and the retry's
+    claim passed over it (SKIP LOCKED). Wait for that processor's transaction, so the state read next is its outcome
+    rather than a RECEIVED it is about to change. (On DuckDB the two writes take turns: the retry saw its end.)"""
+    if is_duckdb(engine):
+        return
+    with engine.begin() as conn:
+        conn.execute(sa.select(orders.c.id).where(orders.c.tenant_id == tenant_id, orders.c.id == order_id)
+                     .with_for_update())
 
 
 def run_order_processor(engine: sa.Engine, retry: RetryPolicy, stop: threading.Event, wake: threading.Event,

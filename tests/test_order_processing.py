@@ -283,6 +283,29 @@ def test_orders_another_transaction_holds_do_not_hide_newer_ones(own_store) -> N
     assert failed_orders(engine, shop.tenant_id, RETRYING, after=None, limit=10) == ([], None)
 
 
+def test_a_retry_answers_what_a_processor_opening_the_order_meanwhile_made_of_it(own_store) -> None:
+    """PostgreSQL: once the retry forgot an order's failures, a processor's poll may take the order before the
+    retry's claim, which then passes over it. The retry waits for that processor and answers its outcome."""
+    engine = own_store[1]
+    if is_duckdb(engine):
+        pytest.skip("DuckDB has no row locks: the retry's write waits for the processor's turn")
+    shop = Shop(engine)
+    order_id = shop.receive((shop.skus[0], 1))
+    answered: list[Any] = []
+    with engine.connect() as processor:  # a processor in the middle of opening it
+        processor.execute(sa.select(orders.c.id).where(orders.c.tenant_id == shop.tenant_id, orders.c.id == order_id)
+                          .with_for_update())
+        retrying = threading.Thread(target=lambda: answered.append(retry_order(engine, shop.tenant_id, order_id,
+                                                                               AT_ONCE)))
+        retrying.start()
+        time.sleep(0.5)  # the retry's claim has passed over the order by now
+        processor.execute(orders.update().where(orders.c.tenant_id == shop.tenant_id, orders.c.id == order_id)
+                          .values(status="OPEN"))
+        processor.commit()
+        retrying.join(timeout=30)
+    assert answered[0].status == "OPEN"
+
+
 def test_an_order_failing_every_attempt_is_parked_and_an_operator_retries_it(own_store) -> None:
     engine = own_store[1]
     shop = Shop(engine)
