@@ -143,7 +143,8 @@ class Pipeline:
                  retry: RetryPolicy | None = None, lock_timeout_seconds: float | None = None,
                  retention: RetentionPolicy | None = None, retention_interval_seconds: float = 3600.0,
                  cart_hold: timedelta | None = None, clock: Callable[[], datetime] = utc_now,
-                 on_attempt: Callable[[Attempt], None] | None = None, coalesce_items: int = COALESCE_ITEMS) -> None:
+                 on_attempt: Callable[[Attempt], None] | None = None, coalesce_items: int = COALESCE_ITEMS,
+                 heartbeat_seconds: float = 10.0) -> None:
         self.engine, self.staging_dir, self.locks, self.clock = engine, staging_dir, locks, clock
         self.on_attempt = on_attempt
         self.coalesce_items = coalesce_items  # 0: every batch alone
@@ -151,6 +152,7 @@ class Pipeline:
         self.retention, self.retention_interval_seconds = retention, retention_interval_seconds
         self.cart_hold = cart_hold
         self.worker_id = new_id()
+        self.heartbeat_seconds = heartbeat_seconds
         self._beat_every: float | None = None  # set by run(): one-off processing (the CLI) has no heartbeat
         self._last_beat = self._retention_due = float("-inf")
         self._carts_due: datetime | None = None  # when to look for carts to expire; None: at once
@@ -163,7 +165,10 @@ class Pipeline:
                    lock_timeout_seconds=settings.worker.lock_timeout_seconds,
                    retention=RetentionPolicy.from_settings(settings),
                    retention_interval_seconds=settings.retention_interval_seconds,
-                   cart_hold=timedelta(hours=settings.click_and_collect_hold_hours), on_attempt=on_attempt)
+                   cart_hold=timedelta(hours=settings.click_and_collect_hold_hours), on_attempt=on_attempt,
+                   # Several beats within the window /healthcheck allows, not one per poll: on DuckDB each beat is a
+                   # write and a commit, which at a poll of 0.2 s cost more than the poll itself.
+                   heartbeat_seconds=settings.pipeline_stale_seconds / 6)
 
     def process_pending(self, on_batch: Callable[[str, str], None] | None = None) -> int:
         """Process the unfinished batches of every tenant this worker can lock and that is not waiting for a
@@ -335,10 +340,10 @@ class Pipeline:
                 "lock_timeout", f"{round(self.lock_timeout_seconds * 1000)}ms", True)))
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None, poll_seconds: float = 1.0) -> None:
-        """Process until stopped; sleep poll_seconds when idle unless woken. Beats its heartbeat every round
-        and removes expired data every retention_interval_seconds."""
+        """Process until stopped; sleep poll_seconds when idle unless woken. Beats its heartbeat every
+        heartbeat_seconds and removes expired data every retention_interval_seconds."""
         wake = wake or threading.Event()
-        self._beat_every = poll_seconds
+        self._beat_every = self.heartbeat_seconds
         try:
             while not stop.is_set():
                 wake.clear()

@@ -97,8 +97,9 @@ def settings(backend: str, request: pytest.FixtureRequest,
     else:
         database_url, secret_key = "", ""
     # Every test connects from 127.0.0.1; the token-attempt budgets have tests of their own on their own servers.
+    # The workers' polls are the shipped ones: uploads and new orders wake them, and each idle poll of a session
+    # server (one per backend and test process, alive all session) costs CPU the tests need.
     return Settings(data_dir=data_dir, database_url=database_url, secret_key=secret_key,
-                    worker=WorkerSettings(poll_seconds=0.2),
                     token=TokenSettings(attempts_per_minute_per_address=100_000,
                                         attempts_per_minute_per_client=100_000))
 

@@ -129,7 +129,8 @@ def test_worker_purges_periodically_not_every_poll(own_store) -> None:
     staging = settings.resolved_staging_dir
     expired = _file(staging / tenant / "expired.parquet", utc_now() - timedelta(days=31))
     old_audit = _audit(engine, tenant, 91)
-    pipeline = Pipeline.from_settings(settings, engine)  # retention every 3600 s, the default
+    # Retention every 3600 s, the default; a heartbeat every 0.05 s, so the loop is seen going round.
+    pipeline = Pipeline.from_settings(settings.with_changes(pipeline_stale_seconds=0.3), engine)
     stop, wake = threading.Event(), threading.Event()
     worker = threading.Thread(target=run_supervised, args=(pipeline, stop, wake, 0.05), daemon=True)
     worker.start()
