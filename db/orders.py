@@ -1,22 +1,23 @@
 """Sales orders of an eCom store: creation (SPEC.md's order creation rules) and reads.
 
 Orders are created in groups (`create_orders`; the API forms them, serving/order_groups.py): one transaction checks
-the duplicate keys, customers, SKUs and campaign prices of all of a group's orders with three or four statements
-per eCom store, then stores those that pass RECEIVED with their lines and their tenant's next numbers (one counter
-update, one insert of the orders, one of the lines), whose inserted rows are the answers; processing
-(db/order_processing.py) reserves the stock afterwards. Each order's answer is the one it would get if the group's
-orders were created one after another: a bad order is refused alone, and one repeating the keys of an earlier one
-of its group is its duplicate. Concurrent creations of one order by another process meet in the unique keys
-(externalOrderId and externalOrderNumber per eCom store): the losing group is written again one order at a time,
-each run again by `write_with_retries` after losing, and the second run finds the winner's order and answers
-409 DUPLICATE_ORDER. (On DuckDB writers take turns, so the group simply finds it.)
+the duplicate keys, customers, SKUs and campaign prices of all of a group's orders with two or three statements per
+eCom store (the catalogue version, the held keys, the customers given; the store's context and SKUs come from this
+process's entries while the version stands, db/order_context.py), then stores those that pass RECEIVED with their
+lines and their tenant's next numbers (one counter update, one insert of the orders, one of the lines), whose
+inserted rows are the answers; processing (db/order_processing.py) reserves the stock afterwards. Each order's
+answer is the one it would get if the group's orders were created one after another: a bad order is refused alone,
+and one repeating the keys of an earlier one of its group is its duplicate. Concurrent creations of one order by
+another process meet in the unique keys (externalOrderId and externalOrderNumber per eCom store): the losing group
+is written again one order at a time, each run again by `write_with_retries` after losing, and the second run finds
+the winner's order and answers 409 DUPLICATE_ORDER. (On DuckDB writers take turns, so the group simply finds it.)
 """
 
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -26,25 +27,18 @@ import sqlalchemy as sa
 from contracts.errors import ApiError, CustomerNotFound, DuplicateOrder, InvalidRequest, SkuNotFound
 from contracts.orders import CreateOrder, LineItemRequest
 from contracts.rendering import decimal
-from db.catalogue import in_assortment
 from db.ids import new_id, utc_now
+from db.order_context import SkuKey, store_context
 from db.order_documents import Document, read_documents
 from db.schema import (
-    campaign_skus,
-    campaigns,
-    companies,
     customers,
-    ecom_stores,
     order_lines,
     order_numbers,
     orders,
-    prices,
-    products,
-    skus,
 )
 from db.stock import write_with_retries
 from rules.amounts import freight_amounts, line_amounts, order_amounts
-from rules.pricing import Campaign, PricedSku, price_lines, problem
+from rules.pricing import PricedSku, price_lines, problem
 
 log = logging.getLogger(__name__)
 RECEIVED, OPEN = "RECEIVED", "OPEN"
@@ -120,7 +114,7 @@ def _created_alone(engine: sa.Engine, request: OrderRequest) -> Answer:
 
 
 def _created(conn: sa.Connection, requests: Sequence[OrderRequest]) -> list[Answer]:
-    """Check each eCom store's requests against what is held (three or four statements per store, whatever their
+    """Check each eCom store's requests against what is held (two to four statements per store, whatever their
     number), then insert the orders that pass with their tenants' next numbers (one statement for the orders, one for
     the lines); the answers are built from the inserted rows, so nothing is read back."""
     now = utc_now()
@@ -154,12 +148,13 @@ def _inserted(conn: sa.Connection, new: Sequence[_NewOrder]) -> list[HeldOrder]:
 def _checked_in_store(conn: sa.Connection, tenant_id: str, ecom_store_id: str, bodies: Sequence[CreateOrder],
                       now: datetime) -> list[_NewOrder | ApiError]:
     """SPEC.md's creation rules for each request in turn, against what is held and the group's orders before it:
-    its rows to insert, or the error to answer. Three or four statements, whatever the number of requests."""
-    store = conn.execute(_STORE_CONTEXT, {"tenant_id": tenant_id, "ecom_store_id": ecom_store_id}).one()
+    its rows to insert, or the error to answer. Two to four statements, whatever the number of requests: the
+    store's context and SKUs are read only when this process does not hold them for the catalogue version."""
+    context = store_context(conn, tenant_id, ecom_store_id, now.date())
+    store = context.store
     taken = _held_keys(conn, tenant_id, ecom_store_id, bodies)
     customers_known = _known_customers(conn, tenant_id, {body.customerId for body in bodies if body.customerId})
-    day = now.date()
-    found = _skus(conn, tenant_id, store, [line for body in bodies for line in body.lineItems], day)
+    found = context.skus(_sku_key(line) for body in bodies for line in body.lineItems)
     outcomes: list[_NewOrder | ApiError] = []
     for body in bodies:
         try:
@@ -231,57 +226,14 @@ def _json(value: object) -> str:
 
 # The checks' statements are built once, with bound parameters: building and keying them per order cost about a
 # millisecond of Python.
-def _param(name: str, type_: type[sa.types.TypeEngine] = sa.String) -> sa.BindParameter:
-    return sa.bindparam(name, type_=type_)
-
-
-# The eCom store with its company's currency, base price list and freight VAT rate.
-_STORE_CONTEXT = (
-    sa.select(ecom_stores, companies.c.currency_iso_code, companies.c.base_price_list_id, companies.c.freight_vat_rate)
-    .join(companies, sa.and_(companies.c.tenant_id == _param("tenant_id"),
-                             companies.c.id == ecom_stores.c.company_id))
-    .where(ecom_stores.c.tenant_id == _param("tenant_id"), ecom_stores.c.id == _param("ecom_store_id")))
-
 # The eCom store's orders with any of the external keys (the web shop's keys are unique per store).
 _HELD_KEYS = sa.select(orders.c.id, orders.c.external_order_id, orders.c.external_order_number).where(
-    orders.c.tenant_id == _param("tenant_id"), orders.c.ecom_store_id == _param("ecom_store_id"),
+    orders.c.tenant_id == sa.bindparam("tenant_id"), orders.c.ecom_store_id == sa.bindparam("ecom_store_id"),
     sa.or_(orders.c.external_order_id.in_(sa.bindparam("external_order_ids", expanding=True)),
            orders.c.external_order_number.in_(sa.bindparam("external_order_numbers", expanding=True))))
 
-_KNOWN_CUSTOMERS = sa.select(customers.c.id).where(customers.c.tenant_id == _param("tenant_id"),
+_KNOWN_CUSTOMERS = sa.select(customers.c.id).where(customers.c.tenant_id == sa.bindparam("tenant_id"),
                                                    customers.c.id.in_(sa.bindparam("ids", expanding=True)))
-
-
-def _sku_lookup() -> sa.Select:
-    """The SKUs (by id or number) in the store's base or local assortment, each with its price from the store's price
-    list, else the base one, and a row per released campaign of the company covering it on the day (or one row
-    without)."""
-    tenant = _param("tenant_id")
-    own, base = prices.alias("own"), prices.alias("base")
-
-    def price_in(price: sa.FromClause, price_list: str) -> sa.ColumnElement[bool]:
-        return sa.and_(price.c.tenant_id == tenant, price.c.price_list_id == _param(price_list),
-                       price.c.sku_id == skus.c.id)
-
-    covering = campaign_skus.join(campaigns, sa.and_(
-        campaigns.c.tenant_id == tenant, campaigns.c.id == campaign_skus.c.campaign_id,
-        campaigns.c.company_id == _param("company_id"), campaigns.c.released,
-        campaigns.c.valid_from <= _param("day", sa.Date), campaigns.c.valid_to >= _param("day", sa.Date)))
-    return (
-        sa.select(skus.c.id, skus.c.number, products.c.name,
-                  sa.func.coalesce(own.c.price, base.c.price).label("price"), campaigns.c.id.label("campaign_id"),
-                  campaigns.c.code, campaigns.c.campaign_type, campaign_skus.c.campaign_price)
-        .join(products, sa.and_(products.c.tenant_id == tenant, products.c.id == skus.c.product_id))
-        .outerjoin(own, price_in(own, "price_list_id"))
-        .outerjoin(base, price_in(base, "base_price_list_id"))
-        .outerjoin(covering, sa.and_(campaign_skus.c.tenant_id == tenant, campaign_skus.c.sku_id == skus.c.id))
-        .where(skus.c.tenant_id == tenant,
-               sa.or_(skus.c.id.in_(sa.bindparam("ids", expanding=True)),
-                      skus.c.number.in_(sa.bindparam("numbers", expanding=True))),
-               in_assortment(tenant, [_param("base_assortment_id"), _param("local_assortment_id")], skus.c.id)))
-
-
-_SKU_LOOKUP = _sku_lookup()
 
 
 def _held_keys(conn: sa.Connection, tenant_id: str, ecom_store_id: str,
@@ -316,34 +268,15 @@ def _customer(store: sa.Row, customer_id: str | None, known: set[str]) -> str:
     return customer_id
 
 
-@dataclass(frozen=True)
-class _FoundSkus:
-    by_id: dict[str, PricedSku]
-    by_number: dict[str, PricedSku]
+def _sku_key(line: LineItemRequest) -> SkuKey:
+    return ("id", line.skuId) if line.skuId else ("number", line.skuNumber or "")
 
 
-def _skus(conn: sa.Connection, tenant_id: str, store: sa.Row, lines: Sequence[LineItemRequest],
-          day: date) -> _FoundSkus:
-    """The lines' SKUs in the eCom store's assortment, with their price and campaigns on `day` (one statement)."""
-    rows = conn.execute(_SKU_LOOKUP, {
-        "tenant_id": tenant_id, "company_id": store.company_id, "day": day, "price_list_id": store.price_list_id,
-        "base_price_list_id": store.base_price_list_id, "base_assortment_id": store.base_assortment_id,
-        "local_assortment_id": store.local_assortment_id,
-        "ids": sorted({line.skuId for line in lines if line.skuId}),
-        "numbers": sorted({line.skuNumber for line in lines if line.skuNumber and not line.skuId})})
-    by_id: dict[str, PricedSku] = {}
-    for row in rows:  # a row per campaign covering the SKU, or one without
-        sku = by_id.setdefault(row.id, PricedSku(row.id, row.number, row.name, row.price, []))
-        if row.campaign_id is not None:
-            sku.offers.append(Campaign(row.campaign_id, row.code, row.campaign_type, row.campaign_price))
-    return _FoundSkus(by_id, {sku.number: sku for sku in by_id.values()})
-
-
-def _skus_of(lines: Sequence[LineItemRequest], found: _FoundSkus) -> list[PricedSku]:
+def _skus_of(lines: Sequence[LineItemRequest], found: dict[SkuKey, PricedSku | None]) -> list[PricedSku]:
     """Each line's SKU, by its id or number; SkuNotFound naming every one outside the assortment."""
     skus_of_lines, missing = [], []
     for line in lines:
-        sku = found.by_id.get(line.skuId) if line.skuId else found.by_number.get(line.skuNumber or "")
+        sku = found[_sku_key(line)]
         if sku is None:
             missing.append(line.skuId or line.skuNumber or "")
         skus_of_lines.append(sku)

@@ -43,6 +43,9 @@ tenants = sa.Table(
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("is_test", sa.Boolean, nullable=False),
     _instant("created_time"),
+    # Counted up by every back-office load, in its transaction: what order creation keeps per process of the
+    # tenant's catalogue holds while it stands (db/order_context.py).
+    sa.Column("catalogue_version", sa.Integer, nullable=False, server_default="0"),
 )
 
 companies = sa.Table(

@@ -18,6 +18,7 @@ from db.backoffice.checking import schema_errors as _schema_errors  # noqa: F401
 from db.backoffice.document import DocumentError, DocumentInvalid, error_order
 from db.backoffice.sync import LoadReport
 from db.ids import utc_now
+from db.schema import tenants
 from db.stock import write_with_retries
 
 __all__ = ["DocumentError", "DocumentInvalid", "LoadReport", "load_document"]
@@ -36,6 +37,9 @@ def load_document(engine: sa.Engine, tenant_id: str, document: dict[str, Any]) -
             before = take_view(conn, tenant_id)
             applier = apply_document(conn, tenant_id, utc_now(), document)
             announce(applier, before)
+            # What processes keep of the catalogue for order creation is read afresh after it (db/order_context.py).
+            conn.execute(tenants.update().where(tenants.c.id == tenant_id)
+                         .values(catalogue_version=tenants.c.catalogue_version + 1))
             return applier.report
 
     return write_with_retries(engine, attempt)
