@@ -3,6 +3,7 @@ the orders of a batch share the stock oldest first, racing processors open each 
 is opened one order at a time, so only the order that cannot be opened waits for the next round, and orders that
 keep failing are counted, backed off and parked without ever holding up newer ones."""
 
+import itertools
 import json
 import logging
 import threading
@@ -11,6 +12,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from contracts.orders import CreateOrder
+from db import order_processing
 from db.customers import put_customer
 from db.engine import is_duckdb
 from db.ids import new_id, utc_now
@@ -261,6 +264,48 @@ def test_a_hundred_and_fifty_failing_orders_do_not_hold_up_a_newer_one(own_store
     assert all(state.attempts >= 1 and not state.parked and state.last_error.startswith(refused.error)
                for state in states)
     assert shop.events("OrderCreated")[good] == 1 and not any(shop.events("OrderCreated")[id_] for id_ in failing)
+
+
+def test_orders_arriving_faster_than_rounds_open_together_and_one_after_a_quiet_spell_at_once(own_store) -> None:
+    """Rounds of opening start at least ROUND_SECONDS apart (here 3 s, so that this machine's speed hardly
+    matters): an order after a quiet spell is opened in a round that starts at once, and ten that arrive one after
+    another, each waking the processor, are opened in one or two rounds rather than one each."""
+    settings, engine = own_store
+    shop = Shop(engine)
+    sku = shop.skus[0]
+    rounds: list[tuple[float, int]] = []  # each round's start and how many it opened
+
+    def counted(*args: Any, **kwargs: Any) -> int:
+        started = time.monotonic()
+        rounds.append((started, process_received(*args, **kwargs)))
+        return rounds[-1][1]
+
+    stop, wake = threading.Event(), threading.Event()
+    with mock.patch.object(order_processing, "ROUND_SECONDS", 3.0), \
+            mock.patch.object(order_processing, "process_received", counted):
+        processor = threading.Thread(target=run_order_processor,
+                                     args=(engine, RetryPolicy.of(settings.order), stop, wake, 60.0))
+        processor.start()
+        try:
+            wait_for(lambda: rounds, 30, "the first round")  # nothing waits: it opens none
+            time.sleep(3.1)  # a quiet spell longer than a round's spacing
+            first = shop.receive((sku, 1))
+            woken = time.monotonic()
+            wake.set()
+            wait_for(lambda: shop.opened(first)[0] == "OPEN", 30, "the first order to open")
+            assert time.monotonic() - woken < 1.5, "opened at once, not a round's spacing later"
+            batch = []
+            for _ in range(10):
+                batch.append(shop.receive((sku, 1)))
+                wake.set()
+            wait_for(lambda: _statuses(shop, batch) == {"OPEN": 10}, 30, "the ten to open")
+        finally:
+            stop.set()
+            wake.set()
+            processor.join()
+    starts, opened = zip(*rounds, strict=True)
+    assert opened[:2] == (0, 1) and sum(opened[2:]) == 10 and len([n for n in opened[2:] if n]) <= 2, opened
+    assert all(later - earlier >= 3.0 for earlier, later in itertools.pairwise(starts)), starts
 
 
 def test_orders_another_transaction_holds_do_not_hide_newer_ones(own_store) -> None:
