@@ -138,13 +138,19 @@ class Attempt:
     took_seconds: float
 
 
+# Several heartbeats within the window /healthcheck allows (PIA_PIPELINE_STALE_SECONDS), not one per poll: on DuckDB
+# each beat is a write and a commit, which at a poll of 0.2 s cost more than the poll itself.
+BEATS_PER_STALE_WINDOW = 6
+_DEFAULT_STALE_SECONDS = Settings.model_fields["pipeline_stale_seconds"].default
+
+
 class Pipeline:
     def __init__(self, engine: sa.Engine, staging_dir: Path, locks: TenantLocks, *,
                  retry: RetryPolicy | None = None, lock_timeout_seconds: float | None = None,
                  retention: RetentionPolicy | None = None, retention_interval_seconds: float = 3600.0,
                  cart_hold: timedelta | None = None, clock: Callable[[], datetime] = utc_now,
                  on_attempt: Callable[[Attempt], None] | None = None, coalesce_items: int = COALESCE_ITEMS,
-                 heartbeat_seconds: float = 10.0) -> None:
+                 heartbeat_seconds: float = _DEFAULT_STALE_SECONDS / BEATS_PER_STALE_WINDOW) -> None:
         self.engine, self.staging_dir, self.locks, self.clock = engine, staging_dir, locks, clock
         self.on_attempt = on_attempt
         self.coalesce_items = coalesce_items  # 0: every batch alone
@@ -166,9 +172,7 @@ class Pipeline:
                    retention=RetentionPolicy.from_settings(settings),
                    retention_interval_seconds=settings.retention_interval_seconds,
                    cart_hold=timedelta(hours=settings.click_and_collect_hold_hours), on_attempt=on_attempt,
-                   # Several beats within the window /healthcheck allows, not one per poll: on DuckDB each beat is a
-                   # write and a commit, which at a poll of 0.2 s cost more than the poll itself.
-                   heartbeat_seconds=settings.pipeline_stale_seconds / 6)
+                   heartbeat_seconds=settings.pipeline_stale_seconds / BEATS_PER_STALE_WINDOW)
 
     def process_pending(self, on_batch: Callable[[str, str], None] | None = None) -> int:
         """Process the unfinished batches of every tenant this worker can lock and that is not waiting for a

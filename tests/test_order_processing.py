@@ -342,8 +342,17 @@ def test_a_retry_answers_what_a_processor_opening_the_order_meanwhile_made_of_it
                           .with_for_update())
         retrying = threading.Thread(target=lambda: answered.append(retry_order(engine, shop.tenant_id, order_id,
                                                                                AT_ONCE)))
+        processor_pid = processor.scalar(sa.text("SELECT pg_backend_pid()"))
         retrying.start()
-        time.sleep(0.5)  # the retry's claim has passed over the order by now
+
+        def retry_waits_for_the_processor() -> bool:
+            with engine.connect() as conn:
+                return bool(conn.scalar(sa.text("SELECT count(*) FROM pg_stat_activity "
+                                                "WHERE :pid = ANY(pg_blocking_pids(pid))"), {"pid": processor_pid}))
+
+        # Its claim passed over the order (SKIP LOCKED); it then waits for the processor, or answers at once.
+        wait_for(lambda: retry_waits_for_the_processor() or not retrying.is_alive(), 30, "the retry to answer or wait")
+        assert retrying.is_alive(), f"the retry answered while the processor held the order: {answered}"
         processor.execute(orders.update().where(orders.c.tenant_id == shop.tenant_id, orders.c.id == order_id)
                           .values(status="OPEN"))
         processor.commit()
