@@ -41,6 +41,7 @@ class _TenantEntries:
 
 _entries: dict[tuple[str, str], _TenantEntries] = {}
 _lock = threading.Lock()
+_UNKNOWN = object()  # not held, as against held as None (not in the assortment)
 
 
 def forget_all() -> None:
@@ -57,20 +58,21 @@ class StoreContext:
     tenant_id: str
     store: sa.Row
     day: date
-    _entries: _TenantEntries
+    entries: _TenantEntries
 
     def skus(self, keys: Iterable[SkuKey]) -> dict[SkuKey, PricedSku | None]:
         """The SKUs by the keys given: priced, or None when the store's assortment does not hold them."""
-        store_id = self.store.id
+        store_id, held = self.store.id, self.entries.skus
         wanted = set(keys)
-        known = {key: self._entries.skus[store_id, key] for key in wanted if (store_id, key) in self._entries.skus}
+        # One lookup each (`get`): another thread may empty the entries between a test and a read.
+        known = {key: sku for key in wanted if (sku := held.get((store_id, key), _UNKNOWN)) is not _UNKNOWN}
         missing = wanted - known.keys()
         if missing:
             read = _priced_skus(self.conn, self.tenant_id, self.store, missing, self.day)
             with _lock:
-                if len(self._entries.skus) + len(read) > MAX_SKU_ENTRIES:
-                    self._entries.skus.clear()
-                self._entries.skus.update(((store_id, key), sku) for key, sku in read.items())
+                if len(held) + len(read) > MAX_SKU_ENTRIES:
+                    held.clear()
+                held.update(((store_id, key), sku) for key, sku in read.items())
             known |= read
         return known
 
