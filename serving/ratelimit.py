@@ -124,5 +124,6 @@ class RollingWindowLimiter:
         if self._store_lost_at is not None:
             log.warning("rate-limit store reachable again; requests are counted again")
             self._store_lost_at = None
-        reset = max(1, math.ceil(stats.reset_time - time.time()))
+        # The store's clock and ours differ by a little (and its times are rounded): never more than the window.
+        reset = min(WINDOW_SECONDS, max(1, math.ceil(stats.reset_time - time.time())))
         return RateLimitState(allowed, limit_per_minute, stats.remaining, reset)

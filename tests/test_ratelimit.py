@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from click.testing import CliRunner
+from limits import RateLimitItem, WindowStats
 
 from serving.app import create_app
 from serving.cli import main
@@ -32,6 +33,19 @@ def test_headers_on_every_authenticated_response(http, world) -> None:
     assert int(first.headers["X-RateLimit-Remaining"]) - 1 == int(second.headers["X-RateLimit-Remaining"])
     assert 0 < int(first.headers["X-RateLimit-Reset"]) <= 60
     assert first.json()["rateLimitPerMinute"] == 1800
+
+
+def test_the_reset_a_shared_store_gives_is_never_beyond_the_window() -> None:
+    """A shared store's times come from its clock, rounded: a window it started a moment 'later' than ours must not
+    read 61 s (the headers test saw that once on Redis)."""
+    limiter = RollingWindowLimiter("redis://127.0.0.1:1")  # never reached: its count is replaced below
+
+    async def count(item: RateLimitItem, key: str) -> tuple[bool, WindowStats]:
+        return True, WindowStats(reset_time=time.time() + WINDOW_SECONDS + 0.5, remaining=9)
+
+    limiter._count = count
+    state = asyncio.run(limiter.hit("client", 10))
+    assert (state.remaining, state.reset_seconds) == (9, WINDOW_SECONDS)
 
 
 def test_override_per_client_and_429_above_it(http, world, settings) -> None:
