@@ -36,8 +36,9 @@ def _key(tenant_id: str, batch_id: str) -> sa.ColumnElement[bool]:
 
 
 def record_batch(engine: sa.Engine, tenant_id: str, batch_id: str, kind: str, batch: StagedBatch,
-                 received_time: datetime) -> bool:
-    """Record an accepted batch as PENDING; False when the id is already taken (a concurrent upload)."""
+                 received_time: datetime) -> sa.Row | None:
+    """Record an accepted batch as PENDING and return its row as stored; None when the id is already taken (a
+    concurrent upload)."""
     values = {
         "tenant_id": tenant_id, "batch_id": batch_id, "kind": kind, "body_sha256": batch.body_sha256,
         "staged_path": batch.staged_path, "generated_at": batch.generated_at, "batch_index": batch.batch_index,
@@ -47,10 +48,9 @@ def record_batch(engine: sa.Engine, tenant_id: str, batch_id: str, kind: str, ba
     }
     try:
         with engine.begin() as conn:
-            conn.execute(batches.insert().values(values))
+            return conn.execute(batches.insert().values(values).returning(*batches.c)).one()
     except sa.exc.IntegrityError:
-        return False
-    return True
+        return None
 
 
 def get_batch(engine: sa.Engine, tenant_id: str, batch_id: str) -> sa.Row | None:

@@ -98,13 +98,13 @@ def _record(engine: sa.Engine, staging_dir: Path, tenant_id: str, batch_id: str,
     except sa.exc.SQLAlchemyError:
         _discard_unrecorded(engine, staging_dir, tenant_id, batch_id, staged.staged_path)
         raise
-    if not recorded:
+    if recorded is None:
         # A concurrent upload of the same id won the race. Its file has our name only if its body is ours.
         winner = get_batch(engine, tenant_id, batch_id)
         if winner.staged_path != staged.staged_path:
             (staging_dir / staged.staged_path).unlink(missing_ok=True)  # a refused upload leaves nothing behind
         return _repeated(winner, kind, staged.body_sha256)
-    return Accepted(get_batch(engine, tenant_id, batch_id), created=True)
+    return Accepted(recorded, created=True)
 
 
 def _discard_unrecorded(engine: sa.Engine, staging_dir: Path, tenant_id: str, batch_id: str, name: str) -> None:
