@@ -29,11 +29,18 @@ def gets(paths: list[str]) -> NextRequest:
 
 async def _connection(port: int, next_request: NextRequest, token: str, stop_at: float, latencies: list[float],
                       statuses: Counter, rng: random.Random) -> None:
+    headers = [("Host", f"127.0.0.1:{port}"), ("Authorization", f"Bearer {token}")]
+    while time.perf_counter() < stop_at:  # a new connection when the server closes one (Hypercorn: every 1,000)
+        await _requests(port, next_request, headers, stop_at, latencies, statuses, rng)
+
+
+async def _requests(port: int, next_request: NextRequest, headers: list[tuple[str, str]], stop_at: float,
+                    latencies: list[float], statuses: Counter, rng: random.Random) -> None:
+    """Requests one after another on one keep-alive connection, until stop_at or until the server closes it."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     http = h11.Connection(h11.CLIENT)
-    headers = [("Host", f"127.0.0.1:{port}"), ("Authorization", f"Bearer {token}")]
     try:
-        while time.perf_counter() < stop_at:
+        while time.perf_counter() < stop_at and http.our_state is h11.IDLE:
             method, target, body = next_request(rng)
             started = time.perf_counter()
             sent = headers if body is None else [*headers, ("Content-Type", "application/json"),
@@ -52,7 +59,8 @@ async def _connection(port: int, next_request: NextRequest, token: str, stop_at:
                     break
             latencies.append(time.perf_counter() - started)
             statuses[status] += 1
-            http.start_next_cycle()
+            if http.our_state is h11.DONE and http.their_state is h11.DONE:
+                http.start_next_cycle()
     finally:
         writer.close()
 

@@ -12,7 +12,9 @@ the run ends by timing how long the last of them waits to be opened (polling the
 which works on both backends). Beside requests/s, it prints the CPU each order cost the server process (and the
 PostgreSQL backends) from the first order to the last one opened, creating and opening included: a figure other work
 on the machine disturbs less than requests/s. Targets on this 2-core machine: 150 orders/s on PostgreSQL, 100 on
-DuckDB.
+DuckDB. The floor, measured after pia in the same run: the same orders from the same client to a bare Quart route
+(Hypercorn, a process of its own) that parses each order and answers 202 with it, storing nothing: pia's rate is
+printed as a share of it, and its CPU per order as a multiple of the floor's.
 
 On PostgreSQL the seeded tables are analyzed before the load, as those of a store in service are: without
 statistics (autovacuum gives them only after its naptime, mid-run) the planner resolves an order's SKUs by scanning
@@ -33,7 +35,7 @@ import orjson
 import sqlalchemy as sa
 
 from benchmarks.databases import run_timed_on_a_backend
-from benchmarks.http_load import gets, measure
+from benchmarks.http_load import Figures, NextRequest, gets, measure
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _cpu_seconds, _start
 from db.clients import update_client
 from db.engine import create_engine, is_duckdb
@@ -156,6 +158,7 @@ def run(backend: str, database_url: str, data_dir: Path, seconds: float) -> None
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=120)
+    floor, floor_cpu = _floor(port, next_order, tokens, seconds, env)
     print(f"[{backend}] concurrency {CONCURRENCY}, {seconds:g} s per target, {LINES}-line orders, "
           f"{len(clients)} clients:")
     for name, value in (("GET /healthcheck (baseline)", baseline), ("POST /orders", created)):
@@ -166,6 +169,27 @@ def run(backend: str, database_url: str, data_dir: Path, seconds: float) -> None
           f"when the load ended, all OPEN {drained:.1f} s after it")
     postgres = f" + PostgreSQL {postgres_cpu / total * 1000:.1f} ms" if database_url else ""
     print(f"[{backend}] CPU per order, created and opened: server {server_cpu / total * 1000:.1f} ms{postgres}")
+    print(f"[{backend}] floor, a bare Quart route parsing the order and answering 202 with it (storing nothing): "
+          f"{floor.rate:,.0f} requests/s, {floor_cpu * 1000:.2f} ms of server CPU per request")
+    print(f"[{backend}] goal ≥ {target} orders/s: {'met' if created.rate >= target else 'missed'}; pia "
+          f"{created.rate:,.0f}/s = {created.rate / floor.rate:.1%} of the floor's {floor.rate:,.0f}/s; server CPU per "
+          f"order {server_cpu / total / floor_cpu:.1f}× the floor's")
+
+
+def _floor(port: int, next_order: NextRequest, tokens: list[str], seconds: float,
+           env: dict[str, str]) -> tuple[Figures, float]:
+    """The same orders from the same client, in the same run, to the bare route of benchmarks.request_overhead
+    (Hypercorn, one process): requests/s, and the server's CPU seconds per request."""
+    bare = _start("bare", port, env)
+    try:
+        measure(port, next_order, tokens, 1.0, CONCURRENCY, expected_status=202)  # warm-up
+        cpu = _cpu_seconds(bare.pid)
+        figures = measure(port, next_order, tokens, seconds, CONCURRENCY, expected_status=202)
+        cpu = _cpu_seconds(bare.pid) - cpu
+    finally:
+        bare.send_signal(signal.SIGTERM)
+        bare.wait(timeout=60)
+    return figures, cpu / (figures.rate * seconds)
 
 
 if __name__ == "__main__":

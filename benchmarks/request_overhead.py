@@ -35,7 +35,7 @@ import httpx
 import orjson
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
-from quart import Quart, Response
+from quart import Quart, Response, request
 
 from benchmarks.databases import backend_database
 from benchmarks.measure import database_backends_cpu, database_cpu_since, load
@@ -54,11 +54,19 @@ SERVERS = ("bare", "pia", "pia-unfrozen")
 
 
 def bare_app() -> Quart:
+    """The floors: this benchmark's `GET /limits`, and `POST …/orders` of benchmarks.order_throughput, which parses
+    the order and answers 202 with it (about the size of pia's answer), storing nothing."""
     app = Quart("bare")
 
     @app.get("/limits")
     async def limits() -> Response:
         return Response(orjson.dumps(published_limits()), content_type="application/json")
+
+    @app.post("/v1/tenants/<tenant_id>/ecom_stores/<store_id>/orders")
+    async def orders(tenant_id: str, store_id: str) -> Response:
+        order = orjson.loads(await request.get_data())
+        return Response(orjson.dumps({"id": store_id, "status": "RECEIVED", **order}), status=202,
+                        content_type="application/json")
 
     return app
 
