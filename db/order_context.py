@@ -148,11 +148,16 @@ def _priced_skus(conn: sa.Connection, tenant_id: str, store: sa.Row, keys: set[S
         "local_assortment_id": store.local_assortment_id,
         "ids": sorted(value for kind, value in keys if kind == "id"),
         "numbers": sorted(value for kind, value in keys if kind == "number")})
-    by_id: dict[str, PricedSku] = {}
+    skus_by_id: dict[str, sa.Row] = {}
+    offers_by_id: dict[str, list[Campaign]] = {}
     for row in rows:  # a row per campaign covering the SKU, or one without
-        sku = by_id.setdefault(row.id, PricedSku(row.id, row.number, row.name, row.price, []))
+        skus_by_id.setdefault(row.id, row)
+        offers = offers_by_id.setdefault(row.id, [])
         if row.campaign_id is not None:
-            sku.offers.append(Campaign(row.campaign_id, row.code, row.campaign_type, row.campaign_price))
+            offers.append(Campaign(row.campaign_id, row.code, row.campaign_type, row.campaign_price))
+    # Kept and shared by every thread of the process: immutable, offers included.
+    by_id = {sku_id: PricedSku(row.id, row.number, row.name, row.price, tuple(offers_by_id[sku_id]))
+             for sku_id, row in skus_by_id.items()}
     found = {**{("id", sku.id): sku for sku in by_id.values()},
              **{("number", sku.number): sku for sku in by_id.values()}}
     return {key: found.get(key) for key in keys}

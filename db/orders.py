@@ -224,8 +224,7 @@ def _json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-# The checks' statements are built once, with bound parameters: building and keying them per order cost about a
-# millisecond of Python.
+# Built once, with bound parameters: building and keying it per order cost about a millisecond of Python.
 # The eCom store's orders with any of the external keys (the web shop's keys are unique per store).
 _HELD_KEYS = sa.select(orders.c.id, orders.c.external_order_id, orders.c.external_order_number).where(
     orders.c.tenant_id == sa.bindparam("tenant_id"), orders.c.ecom_store_id == sa.bindparam("ecom_store_id"),

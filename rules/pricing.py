@@ -24,7 +24,7 @@ class PricedSku:
     number: str
     product_name: str
     normal_price: Decimal | None  # from the store's price list, else the company's base price
-    offers: list[Campaign]  # the released campaigns of the company covering it on the order day
+    offers: tuple[Campaign, ...]  # the released campaigns of the company covering it on the order day
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ class RollingWindowLimiter:
     async def hit(self, key: str, limit_per_minute: int) -> RateLimitState:
         if self._in_process is not None:
             allowed, remaining, reset = self._in_process.hit(key, limit_per_minute)
-            return RateLimitState(allowed, limit_per_minute, remaining, max(1, math.ceil(reset)))
+            return RateLimitState(allowed, limit_per_minute, remaining, _reset_seconds(reset))
         if self._store_lost_at is not None and time.monotonic() - self._store_lost_at < STORE_RETRY_SECONDS:
             return RateLimitState.uncounted(limit_per_minute)
         try:
@@ -124,6 +124,11 @@ class RollingWindowLimiter:
         if self._store_lost_at is not None:
             log.warning("rate-limit store reachable again; requests are counted again")
             self._store_lost_at = None
-        # The store's clock and ours differ by a little (and its times are rounded): never more than the window.
-        reset = min(WINDOW_SECONDS, max(1, math.ceil(stats.reset_time - time.time())))
-        return RateLimitState(allowed, limit_per_minute, stats.remaining, reset)
+        return RateLimitState(allowed, limit_per_minute, stats.remaining,
+                              _reset_seconds(stats.reset_time - time.time()))
+
+
+def _reset_seconds(seconds: float) -> int:
+    """X-RateLimit-Reset: whole seconds, at least 1 and never beyond the window (a shared store's clock and ours
+    differ by a little, and its times are rounded)."""
+    return min(WINDOW_SECONDS, max(1, math.ceil(seconds)))

@@ -23,7 +23,7 @@ def line(price: D, *, code: str | None = None, discount: D | None = None, number
 
 
 def sku(normal: D | None, offers: list[Campaign]) -> PricedSku:
-    return PricedSku("sku-1", "100001", "Socks", normal, offers)
+    return PricedSku("sku-1", "100001", "Socks", normal, tuple(offers))
 
 
 def priced(request: LineItemRequest, held: PricedSku):
