@@ -116,11 +116,13 @@ def run(backend: str, database_url: str, data_dir: Path, payloads: list[bytes]) 
         engine.dispose()  # the DuckDB file belongs to the server process from here on
     port = 18000 + os.getpid() % 1000
     env = {"PIA_SECRET_KEY": new_secret_key(), **os.environ, "PIA_DATA_DIR": str(data_dir),
-           "PIA_DATABASE_URL": database_url, "PIA_WORKER_POLL_SECONDS": "0.05"}
+           "PIA_DATABASE_URL": database_url}
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    # The server as shipped: its own pipeline worker (DuckDB) is woken by each upload. A `pia worker` process hears
+    # of nothing and polls, so its poll is short, as a deployment that wants batches picked up at once sets it.
     processes = [subprocess.Popen([PIA, "serve", "--port", str(port)], env=env, **quiet)]
     if backend == "postgresql":
-        processes.append(subprocess.Popen([PIA, "worker"], env=env, **quiet))
+        processes.append(subprocess.Popen([PIA, "worker"], env={**env, "PIA_WORKER_POLL_SECONDS": "0.05"}, **quiet))
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url)
