@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 import sqlalchemy as sa
+from argon2 import PasswordHasher, profiles
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
@@ -24,6 +25,7 @@ from db.ids import new_id
 from db.migrate import upgrade
 from db.secrets import new_secret_key
 from db.tenancy import install_tenant_guard
+from serving import credentials
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
 from settings import Settings, TokenSettings, WorkerSettings
@@ -37,6 +39,12 @@ TESTS = Path(__file__).parent
 install_tenant_guard(exempt_code=TESTS)
 T = TypeVar("T")
 BACKENDS = ("duckdb", "postgresql")
+# Client secrets hashed in the test processes take argon2-cffi's cheapest parameters (its profile for tests): at the
+# shipped cost (64 MiB, 3 passes, 4 lanes; about 0.2 s of CPU each) the thousands of clients the fixtures seed were
+# a sixth of the suite's CPU. A check uses the parameters its hash carries, so these are checked cheaply and every
+# full-cost hash at full cost: the unknown client's, those `pia` commands make, and those of the tests about that
+# cost (test_token_endpoint_load.py). test_credentials.py holds the shipped parameters to the library's default.
+credentials._hasher = PasswordHasher.from_parameters(profiles.CHEAPEST)
 # Fixtures of the order tests' web shop (shop, business, document), beside its helpers.
 pytest_plugins = ("tests.web_shop",)
 

@@ -1,15 +1,31 @@
-"""Client secrets' hashes, and the hash an unknown client id is checked against (serving/credentials.py)."""
+"""Client secrets' hashes, and the hash an unknown client id is checked against (serving/credentials.py).
+
+The test processes hash with cheap parameters (tests/conftest.py): what the product ships is asked of a process of
+its own."""
+
+import subprocess
+import sys
 
 import pytest
-from argon2 import PasswordHasher, extract_parameters
+from argon2 import PasswordHasher, extract_parameters, profiles
 from argon2.exceptions import VerifyMismatchError
 
 from serving.credentials import DUMMY_HASH, _unmatchable_hash, hash_secret, new_secret, secret_matches
 
+SHIPPED = profiles.RFC_9106_LOW_MEMORY  # argon2-cffi's default: argon2id, 64 MiB, 3 passes, 4 lanes
 
-def test_the_unknown_clients_hash_has_a_clients_parameters_and_costs_a_whole_check() -> None:
+
+def test_secrets_and_the_unknown_clients_hash_take_the_shipped_parameters() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-c", "from serving.credentials import DUMMY_HASH, hash_secret\n"
+                               "print(hash_secret('a secret'))\nprint(DUMMY_HASH)"],
+        capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    assert [extract_parameters(stored) for stored in shown] == [SHIPPED, SHIPPED]
+    assert PasswordHasher().verify(shown[0], "a secret")
+
+
+def test_the_unknown_clients_hash_costs_a_whole_check_and_matches_nothing() -> None:
     secret = new_secret()
-    assert extract_parameters(DUMMY_HASH) == extract_parameters(hash_secret(secret))
     # A mismatch, not an unreadable hash: argon2 ran over the secret, as for a client's wrong secret (an invalid
     # hash would be refused at once, and the time would tell that the id names no client).
     with pytest.raises(VerifyMismatchError):
