@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import adbc_driver_postgresql.dbapi as adbc_dbapi
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
@@ -42,6 +41,10 @@ def _uri(engine: sa.Engine) -> str:
 def _pool(engine: sa.Engine) -> sa.pool.QueuePool:
     with _pools_guard:
         if (pool := _pools.get(engine)) is None:
+            # Imported here, on first use: its DB-API module loads pyarrow.dataset and with it pandas (0.3 s), which
+            # a `pia admin` command or a DuckDB server never needs.
+            import adbc_driver_postgresql.dbapi as adbc_dbapi
+
             uri = _uri(engine)
             pool = sa.pool.QueuePool(lambda: adbc_dbapi.connect(uri), pool_size=_POOL_SIZE, max_overflow=_POOL_SIZE,
                                      reset_on_return="rollback")
