@@ -4,11 +4,11 @@ import base64
 import os
 import secrets
 
-from argon2 import PasswordHasher
+from argon2 import Parameters, PasswordHasher, profiles
 from argon2.exceptions import InvalidHashError, VerificationError
-from argon2.low_level import ARGON2_VERSION
 
-_hasher = PasswordHasher()  # argon2id with the library's current recommended cost
+HASH_PARAMETERS = profiles.RFC_9106_LOW_MEMORY  # argon2id, 64 MiB, 3 passes, 4 lanes: the library's default
+_hasher = PasswordHasher.from_parameters(HASH_PARAMETERS)
 
 
 def new_secret() -> str:
@@ -26,16 +26,16 @@ def secret_matches(secret: str, secret_hash: str) -> bool:
         return False
 
 
-def _unmatchable_hash() -> str:
-    """An argon2id hash in the hasher's parameters whose salt and digest are random bytes: no secret matches it, and
-    checking one costs a whole argon2 run, as against a client's hash. Written out rather than hashed, since hashing
-    cost every process that imports this module (every `pia admin` command included) about 0.2 s of CPU."""
+def unmatchable_hash(parameters: Parameters) -> str:
+    """An argon2id hash in these parameters whose salt and digest are random bytes: no secret matches it, and
+    checking one costs a whole argon2 run in them, as against a client's hash. Written out rather than hashed, since
+    hashing at import cost every process that imports this module (every `pia admin` command included) 0.2 s."""
     def encoded(size: int) -> str:
         return base64.b64encode(os.urandom(size)).decode().rstrip("=")
 
-    return (f"$argon2id$v={ARGON2_VERSION}$m={_hasher.memory_cost},t={_hasher.time_cost},p={_hasher.parallelism}"
-            f"${encoded(_hasher.salt_len)}${encoded(_hasher.hash_len)}")
+    return (f"$argon2id$v={parameters.version}$m={parameters.memory_cost},t={parameters.time_cost},"
+            f"p={parameters.parallelism}${encoded(parameters.salt_len)}${encoded(parameters.hash_len)}")
 
 
 # Verified against when the client does not exist, so an unknown id costs as much as a wrong secret.
-DUMMY_HASH = _unmatchable_hash()
+DUMMY_HASH = unmatchable_hash(HASH_PARAMETERS)

@@ -10,7 +10,7 @@ import pytest
 from argon2 import PasswordHasher, extract_parameters, profiles
 from argon2.exceptions import VerifyMismatchError
 
-from serving.credentials import DUMMY_HASH, _unmatchable_hash, hash_secret, new_secret, secret_matches
+from serving.credentials import DUMMY_HASH, HASH_PARAMETERS, hash_secret, new_secret, secret_matches, unmatchable_hash
 
 SHIPPED = profiles.RFC_9106_LOW_MEMORY  # argon2-cffi's default: argon2id, 64 MiB, 3 passes, 4 lanes
 
@@ -20,7 +20,7 @@ def test_secrets_and_the_unknown_clients_hash_take_the_shipped_parameters() -> N
         [sys.executable, "-c", "from serving.credentials import DUMMY_HASH, hash_secret\n"
                                "print(hash_secret('a secret'))\nprint(DUMMY_HASH)"],
         capture_output=True, text=True, check=True, timeout=60).stdout.split()
-    assert [extract_parameters(stored) for stored in shown] == [SHIPPED, SHIPPED]
+    assert [extract_parameters(stored) for stored in shown] == [SHIPPED, SHIPPED] and HASH_PARAMETERS == SHIPPED
     assert PasswordHasher().verify(shown[0], "a secret")
 
 
@@ -31,7 +31,7 @@ def test_the_unknown_clients_hash_costs_a_whole_check_and_matches_nothing() -> N
     with pytest.raises(VerifyMismatchError):
         PasswordHasher().verify(DUMMY_HASH, secret)
     assert not secret_matches(secret, DUMMY_HASH)
-    assert _unmatchable_hash() != _unmatchable_hash()  # random salt and digest, never a fixed value
+    assert unmatchable_hash(HASH_PARAMETERS) != DUMMY_HASH  # random salt and digest, never a fixed value
 
 
 def test_a_secret_matches_its_own_hash_only() -> None:

@@ -5,9 +5,8 @@ distinct loopback source addresses (127.0.0.2, 127.0.0.3, …), which the server
 """
 
 import asyncio
-import base64
+import dataclasses
 import logging
-import os
 import random
 import socket
 import statistics
@@ -26,7 +25,7 @@ import sqlalchemy as sa
 from db.clients import update_client
 from db.ids import new_id
 from serving.app import create_app
-from serving.credentials import hash_secret, new_secret
+from serving.credentials import HASH_PARAMETERS, hash_secret, new_secret, unmatchable_hash
 from serving.secret_verifier import SecretVerifier
 from serving.token_attempts import address_key
 from settings import RateLimitSettings, SecretCheckSettings, Settings, TokenSettings
@@ -263,9 +262,7 @@ def test_changed_secret_hash_is_not_served_from_memory(token_server, world, engi
 def _slow_hash(time_cost: int) -> str:
     """A well-formed argon2id hash of nothing in particular whose check takes time_cost passes over 64 MiB (3: the
     shipped cost)."""
-    def b64(size: int) -> str:
-        return base64.b64encode(os.urandom(size)).decode().rstrip("=")
-    return f"$argon2id$v=19$m=65536,t={time_cost},p=4${b64(16)}${b64(32)}"
+    return unmatchable_hash(dataclasses.replace(HASH_PARAMETERS, time_cost=time_cost))
 
 
 def test_full_check_queue_refuses_at_once(token_server, world, engine) -> None:
