@@ -175,7 +175,7 @@ async def test_a_receiver_failing_for_a_while_gets_everything_after_backoff(
     receiver.fail_with(503, seconds=1.0)
     expected = write_events(engine, tenant_id, [store_id], 20)
 
-    await bridge_until(settings, engine, lambda: len(receiver.event_ids()) >= 20, "delivery after the outage")
+    await bridge_until(settings, engine, lambda: receiver.distinct_deliveries() >= 20, "delivery after the outage")
 
     assert_delivered_in_order_per_entity(receiver, expected)
     rows = outbox_rows(engine, tenant_id)
@@ -213,7 +213,7 @@ async def test_refused_credentials_are_reported_and_retried_slowly_without_dead_
     assert "401" in delivery_state(engine, tenant_id, store_id).last_error
 
     receiver.behave()
-    await bridge_until(settings, engine, lambda: len(receiver.event_ids()) >= 4, "delivery with fixed credentials")
+    await bridge_until(settings, engine, lambda: receiver.distinct_deliveries() >= 4, "delivery with fixed credentials")
     assert_delivered_in_order_per_entity(receiver, expected)
     assert delivery_state(engine, tenant_id, store_id).credentials_refused is False
 
@@ -248,7 +248,7 @@ async def test_a_failing_store_does_not_hold_up_another(
     other_receiver.fail_with(503)
     expected = write_events(engine, tenant_id, [failing, healthy], 100)
 
-    await bridge_until(settings, engine, lambda: len(receiver.event_ids()) >= 100, "the healthy store's events")
+    await bridge_until(settings, engine, lambda: receiver.distinct_deliveries() >= 100, "the healthy store's events")
 
     assert_delivered_in_order_per_entity(receiver, {healthy: expected[healthy]})
     assert other_receiver.deliveries == [] and other_receiver.attempts >= 2
