@@ -91,6 +91,14 @@ def postgres_url() -> Iterator[str]:
     admin.dispose()
 
 
+@pytest.fixture(scope="session")
+def postgres_secret_key() -> str:
+    """PIA_SECRET_KEY of the session's PostgreSQL database. Its own fixture, as long-lived as the database: pytest
+    may tear down the backend's fixtures and build them again when a worker's tests switch backends, and settings
+    made afresh must still open the signing keys sealed with it."""
+    return new_secret_key()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return request.param
@@ -101,7 +109,8 @@ def settings(backend: str, request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Settings:
     data_dir: Path = tmp_path_factory.mktemp(f"data-{backend}")
     if backend == "postgresql":  # replicas share PIA_SECRET_KEY; the embedded default generates one in data_dir
-        database_url, secret_key = request.getfixturevalue("postgres_url"), new_secret_key()
+        database_url = request.getfixturevalue("postgres_url")
+        secret_key = request.getfixturevalue("postgres_secret_key")
     else:
         database_url, secret_key = "", ""
     # Every test connects from 127.0.0.1; the token-attempt budgets have tests of their own on their own servers.
@@ -210,9 +219,13 @@ def http(server: LiveServer) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def world(engine: sa.Engine) -> dict[str, Any]:
-    """A fresh tenant with the demo's back-office data and a client for every scope (secrets included)."""
-    return seed_demo_tenant(engine, f"tenant {new_id()}", is_test=False)
+def world(engine: sa.Engine, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A fresh tenant with the demo's back-office data and a client for every scope (secrets included). In a module
+    marked `without_shop`, whose tests never read the web shop (tokens, limits, demand planning), the tenant has the
+    grocery data alone: the shop's catalogue is three quarters of the seeding's cost, and these modules seed
+    a tenant per test."""
+    shop = request.node.get_closest_marker("without_shop") is None
+    return seed_demo_tenant(engine, f"tenant {new_id()}", is_test=False, shop=shop)
 
 
 @pytest.fixture

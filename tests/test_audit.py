@@ -18,6 +18,8 @@ from serving.app import create_app
 from settings import Settings
 from tests.conftest import ENV, LiveServer, bearer, client_of, free_port, get_token, service_missing, wait_for
 
+pytestmark = pytest.mark.without_shop
+
 
 def _event(**overrides: object) -> AuditEvent:
     values = {"tenant_id": "audit-test", "client_id": "audit-test", "token_id": "t", "request_id": str(uuid.uuid4()),

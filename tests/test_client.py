@@ -26,6 +26,8 @@ from tests.batches import envelope, final_status, forecast_item
 from tests.conftest import client_of
 from tests.fault_proxy import FaultProxy
 
+pytestmark = pytest.mark.without_shop
+
 QUICK = RetryPolicy(attempts=30, first_wait=0.001, longest_wait=0.01, longest_retry_after=0.01)
 
 

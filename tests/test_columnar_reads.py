@@ -18,6 +18,8 @@ from db.schema import sales_forecasts
 from serving.demo import seed_demo_tenant
 from tests.conftest import bearer, client_of, get_token
 
+pytestmark = pytest.mark.without_shop
+
 GENERATED = datetime(2026, 11, 20, 2, 0, 0, 123456, tzinfo=UTC)
 MODIFIED = datetime(2026, 11, 20, 3, 30, tzinfo=UTC)
 # Decimals at the edges of DECIMAL(18, 4): the smallest step, the largest magnitude, zero, a negative.

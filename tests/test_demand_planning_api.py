@@ -10,6 +10,8 @@ from db.schema import batches
 from tests.batches import body, envelope, forecast_item, new_batch_id, replenishment_item, wait_finished
 from tests.conftest import bearer, client_of, get_token
 
+pytestmark = pytest.mark.without_shop
+
 
 @pytest.fixture
 def planner(http, world):

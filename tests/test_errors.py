@@ -11,6 +11,8 @@ from serving.app import create_app
 from settings import Settings
 from tests.conftest import bearer, client_of, get_token
 
+pytestmark = pytest.mark.without_shop
+
 
 def test_unknown_route_is_404_in_the_error_body(http) -> None:
     response = http.get("/v1/nothing/here")

@@ -41,6 +41,8 @@ from settings import Settings
 from tests.conftest import bearer, client_of, get_token
 from tests.test_columnar_reads import held_rows, read_arrow, seed_held, walk
 
+pytestmark = pytest.mark.without_shop
+
 SCHEMAS = {("sales_forecasts", "horizon"): SALES_FORECASTS, ("sales_forecasts", "daily"): SALES_FORECAST_DAYS,
            ("replenishment_parameters", None): REPLENISHMENT_PARAMETERS}
 

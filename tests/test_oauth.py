@@ -19,6 +19,8 @@ from db.secrets import secret_box
 from serving.tokens import KEY_REREAD_SECONDS, TokenAuthority, rotate_signing_key
 from tests.conftest import bearer, client_of, get_token, wait_for
 
+pytestmark = pytest.mark.without_shop
+
 
 def _form(world: dict, client: dict, **extra: str) -> dict[str, str]:
     data = {"grant_type": "client_credentials", "scope": client["scope"], "tenant_id": world["id"]}

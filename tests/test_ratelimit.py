@@ -21,6 +21,8 @@ from serving.cli import main
 from serving.ratelimit import WINDOW_SECONDS, InProcessWindows, RollingWindowLimiter
 from tests.conftest import ENV, LiveServer, bearer, client_of, free_port, get_token, service_missing, wait_for
 
+pytestmark = pytest.mark.without_shop
+
 REDIS_SERVER = Path("/usr/bin/redis-server")
 STORE_TIMEOUT_SECONDS = 0.5
 

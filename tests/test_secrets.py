@@ -29,6 +29,8 @@ from serving.cli import main
 from settings import Settings
 from tests.conftest import ENV, LiveServer, bearer, free_port, get_token
 
+pytestmark = pytest.mark.without_shop
+
 
 def _stored_keys(engine: sa.Engine) -> list[sa.Row]:
     with engine.connect() as conn:

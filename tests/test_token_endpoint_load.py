@@ -31,6 +31,8 @@ from serving.token_attempts import address_key
 from settings import RateLimitSettings, SecretCheckSettings, Settings, TokenSettings
 from tests.conftest import ENV, LiveServer, client_of, free_port, service_missing
 
+pytestmark = pytest.mark.without_shop
+
 DEFAULTS = Settings()
 
 

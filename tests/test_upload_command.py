@@ -32,6 +32,8 @@ from pia_client.upload_file import BadFile, read_items
 from serving.demo import seed_demo_tenant
 from tests.fault_proxy import FaultProxy
 
+pytestmark = pytest.mark.without_shop
+
 PIA = str(Path(sys.executable).parent / "pia")
 TODAY = datetime.now(UTC).date()
 QUICK = RetryPolicy(attempts=40, first_wait=0.001, longest_wait=0.01, longest_retry_after=0.01)

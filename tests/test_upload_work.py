@@ -32,6 +32,8 @@ from tests.batches import body, envelope, forecast_item, new_batch_id
 from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
 from tests.leftover_processes import descendants, still_running
 
+pytestmark = pytest.mark.without_shop
+
 WAIT_SECONDS = 3.0
 PIA = str(Path(sys.executable).parent / "pia")
 
