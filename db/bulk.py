@@ -21,7 +21,6 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import duckdb
-import polars as pl
 import pyarrow as pa
 import sqlalchemy as sa
 
@@ -61,11 +60,19 @@ def driver_connection(conn: sa.Connection) -> Any:
     return conn.connection.driver_connection
 
 
+def _as_csv(rows: pa.Table) -> str:
+    """The rows as COPY's CSV (quoted "" an empty string, an empty field null), written by Polars in one vectorised
+    pass: COPY's write_row adapts every value in Python (3× slower). Imported on the first PostgreSQL bulk write:
+    most `pia admin` commands write none, and Polars is 0.2–0.3 s of their start-up."""
+    import polars as pl
+
+    return pl.from_arrow(rows).write_csv(include_header=False)
+
+
 def _copy_into_temporary(conn: sa.Connection, name: str, rows: pa.Table) -> None:
     columns = ", ".join(f"{field.name} {_postgres_type(field.type)}" for field in rows.schema)
     conn.execute(sa.text(f"CREATE TEMPORARY TABLE {name} ({columns}) ON COMMIT DROP"))
-    # CSV written by Polars in one vectorised pass: quoted "" is an empty string, an empty field is null.
-    text = pl.from_arrow(rows).write_csv(include_header=False)
+    text = _as_csv(rows)
     with driver_connection(conn).cursor() as cursor, \
             cursor.copy(f"COPY {name} FROM STDIN (FORMAT csv)") as copy:
         copy.write(text)
@@ -149,10 +156,9 @@ def append_arrow(conn: sa.Connection, table: sa.Table, rows: pa.Table) -> None:
     whatever their number: DuckDB reads them in place, PostgreSQL takes them by COPY."""
     columns = ", ".join(f'"{name}"' for name in rows.column_names)
     if not is_duckdb(conn.engine):
-        # As CSV written in one vectorised pass: COPY's write_row adapts every value in Python (3× slower).
         with driver_connection(conn).cursor() as cursor, \
                 cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN (FORMAT csv)") as copy:
-            copy.write(pl.from_arrow(rows).write_csv(include_header=False))
+            copy.write(_as_csv(rows))
         return
     with staged(conn, rows) as source:
         conn.execute(sa.text(f"INSERT INTO {table.name} ({columns}) SELECT {columns} FROM {source}"))

@@ -36,7 +36,7 @@ from contracts import openapi as words
 from contracts.formats import TEXT
 from contracts.models import UUID, Error, InvalidRequestError, absent_or_given
 from serving.protection import authorized_parameters, checks_requests, protected_scope
-from serving.validation import OPTIONAL_BODY
+from serving.request_checks import OPTIONAL_BODY
 
 T = TypeVar("T", bound=Callable[..., Any])
 _MEDIA_TYPES_ATTRIBUTE = "_pia_request_media_types"

@@ -14,8 +14,8 @@ from db.clients import DEMAND_PLANNING_PERMISSION, Client
 from db.ids import utc_now
 from serving.authentication import Caller
 from serving.ratelimit import RateLimitState
+from serving.request_checks import check_request
 from serving.services import services
-from serving.validation import check_request
 
 
 def bearer_token(current: Request) -> str:

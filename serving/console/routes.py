@@ -37,8 +37,9 @@ from serving.console.sessions import (
     signed_in,
 )
 from serving.jsonio import blocking
+from serving.request_checks import check_request
 from serving.services import services
-from serving.validation import check_request, validated
+from serving.validation import validated
 
 blueprint = Blueprint("console", __name__, url_prefix="/console", template_folder="templates",
                       static_folder="static")
