@@ -36,7 +36,7 @@ from db.tenants import create_tenant
 from ingest.accept import accept_batch, accept_upload
 from ingest.body import decompress_body
 from ingest.envelope import check_batch
-from serving.jsonio import blocking
+from serving.threads import blocking
 from serving.uploads import UploadWork
 from settings import Settings
 

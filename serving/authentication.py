@@ -13,7 +13,7 @@ from joserfc.jws import extract_compact
 
 from contracts.errors import Unauthorized
 from db.clients import Client, get_client
-from serving.jsonio import blocking
+from serving.threads import blocking
 from serving.tokens import TokenAuthority, TokenClaims
 
 # Bounds on the caches' memory; a busy replica sees far fewer live tokens and clients than this.

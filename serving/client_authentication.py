@@ -4,9 +4,9 @@ both doors cost one argon2 check on the verifier's own threads, behind the same 
 from contracts.formats import control_problem
 from db.clients import Client, find_client, get_client
 from serving.credentials import DUMMY_HASH
-from serving.jsonio import blocking
 from serving.secret_verifier import VerifierBusy
 from serving.services import services
+from serving.threads import blocking
 
 # A waiting slot frees as soon as any running secret check ends.
 _BUSY_RETRY_AFTER_SECONDS = 1

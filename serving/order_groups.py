@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from contracts.orders import CreateOrder
 from db.orders import HeldOrder, OrderRequest, create_orders
-from serving.jsonio import blocking
+from serving.threads import blocking
 
 # Bounds a group's transaction (and its statements' parameter lists); beyond it the rest wait for the next group.
 MAX_GROUP = 64

@@ -27,6 +27,7 @@ from db.clients import Client
 from db.ids import new_id
 from db.secrets import SecretBox
 from db.signing_keys import add_current_key, prepare_signing_keys, published_keys
+from serving.threads import blocking
 
 ALGORITHM = "ES256"
 # How long a process signs with its copy of the key set before reading the store again.
@@ -105,12 +106,12 @@ class TokenAuthority:
         async with self._reread_lock:  # one reread at a time; whoever queued behind it shares its result
             if self._read_started < arrived:
                 await asyncio.sleep(max(0.0, self._read_started + KEY_REREAD_SECONDS - time.monotonic()))
-                await asyncio.to_thread(self._keys_read_since, arrived)
+                await blocking(self._keys_read_since, arrived)
             return self._keys
 
     async def _cached_keys(self) -> dict[str, ECKey]:
         since = time.monotonic() - KEY_CACHE_SECONDS
-        return self._keys if self._read_started >= since else await asyncio.to_thread(self._keys_read_since, since)
+        return self._keys if self._read_started >= since else await blocking(self._keys_read_since, since)
 
     async def public_jwks(self) -> dict[str, Any]:
         """Every key any process may sign with at the moment of the request, so verifiers can trust it."""
@@ -146,7 +147,7 @@ class TokenAuthority:
             keys = await self._keys_read_after(arrived)
         if kid not in keys:
             raise Unauthorized("The access token is invalid.")
-        return await asyncio.to_thread(self._check, token, keys[kid])
+        return await blocking(self._check, token, keys[kid])
 
     def _check(self, token: str, key: ECKey) -> TokenClaims:
         try:

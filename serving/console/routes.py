@@ -36,9 +36,9 @@ from serving.console.sessions import (
     sign_in_secret,
     signed_in,
 )
-from serving.jsonio import blocking
 from serving.request_checks import check_request
 from serving.services import services
+from serving.threads import blocking
 from serving.validation import validated
 
 blueprint = Blueprint("console", __name__, url_prefix="/console", template_folder="templates",

@@ -23,9 +23,9 @@ from db.clients import Client
 from db.console_sessions import live_session
 from db.ids import utc_now
 from serving.authentication import Caller
-from serving.jsonio import blocking
 from serving.protection import admit
 from serving.services import services
+from serving.threads import blocking
 
 COOKIE_PATH = "/console"
 SESSION_COOKIE = "pia_console"

@@ -38,9 +38,10 @@ from contracts.orders import Order, OrderLinesRequest, ReturnRequest, ShipReques
 from db.secrets import secret_box
 from rules.retry import RetryPolicy
 from serving import admin_operations
-from serving.jsonio import blocking, json_response
+from serving.jsonio import json_response
 from serving.protection import protect
 from serving.services import services
+from serving.threads import blocking
 from serving.validation import parse_json
 
 blueprint = Blueprint("admin_api", __name__, url_prefix="/admin/v1/tenants/<tenantId>")

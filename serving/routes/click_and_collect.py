@@ -16,11 +16,12 @@ from contracts.click_and_collect import (
 from contracts.errors import CustomerNotFound, InsufficientInventory, RetailStoreNotInNetwork, SkuNotFound
 from contracts.rendering import decimal
 from db import click_and_collect as store
-from serving.jsonio import blocking, json_response
+from serving.jsonio import json_response
 from serving.protection import protect
 from serving.rendering.click_and_collect import reservation_json
 from serving.request_checks import json_body
 from serving.services import services
+from serving.threads import blocking
 
 blueprint = Blueprint("click_and_collect", __name__,
                       url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")

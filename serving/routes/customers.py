@@ -17,10 +17,11 @@ from contracts.errors import CustomerNotFound, InvalidRequest
 from contracts.models import CustomerConflictError, CustomerNotFoundError, InvalidRequestError
 from contracts.rendering import instant
 from db import customers as store
-from serving.jsonio import blocking, json_response
+from serving.jsonio import json_response
 from serving.protection import protect
 from serving.request_checks import json_body
 from serving.services import services
+from serving.threads import blocking
 
 blueprint = Blueprint("customers", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")
 protect(blueprint, "ecom", resource_arg="eComStoreId")

@@ -67,7 +67,7 @@ from db.ids import utc_now
 from db.reference import list_ecom_stores, list_retail_stores
 from ingest.accept import accept_upload, canonical_batch_id
 from ingest.body import check_media_type
-from serving.jsonio import blocking, json_response
+from serving.jsonio import json_response
 from serving.openapi import also_answers
 from serving.paging import decode_cursor, encode_cursor
 from serving.protection import protect
@@ -75,6 +75,7 @@ from serving.rendering.batches import batch_status
 from serving.rendering.held_pages import page_arrow, page_json
 from serving.rendering.stores import ecom_store_json, retail_store_json
 from serving.services import services
+from serving.threads import blocking
 
 blueprint = Blueprint("demand_planning", __name__, url_prefix="/v1/tenants/<tenantId>/demand_planning")
 # Uploads check their media type themselves (with Content-Encoding, before any size limit), and batch ids in the

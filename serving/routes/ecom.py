@@ -21,12 +21,13 @@ from db.inventory import sku_inventory
 from db.outbox import assortment_events
 from db.reference import company_retail_stores, reference_list
 from db.schema import skus
-from serving.jsonio import blocking, json_response
+from serving.jsonio import json_response
 from serving.paging import decode_cursor, encode_cursor
 from serving.protection import protect
 from serving.rendering import catalogue as render
 from serving.rendering.stores import retail_store_json
 from serving.services import services
+from serving.threads import blocking
 
 blueprint = Blueprint("ecom", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")
 protect(blueprint, "ecom", resource_arg="eComStoreId")

@@ -7,11 +7,12 @@ from contracts.catalogue import LoyaltyProgram, RetailStore
 from contracts.errors import NotFound
 from contracts.models import Items
 from db.reference import loyalty_program, program_retail_stores
-from serving.jsonio import blocking, json_response
+from serving.jsonio import json_response
 from serving.protection import protect
 from serving.rendering import catalogue as render
 from serving.rendering.stores import retail_store_json
 from serving.services import services
+from serving.threads import blocking
 
 blueprint = Blueprint("loyalty_programs", __name__,
                       url_prefix="/v1/tenants/<tenantId>/loyalty_programs/<loyaltyProgramId>")

@@ -8,10 +8,11 @@ from quart_schema import document_response, tag
 from contracts.meta import Health, JsonWebKeySet, Metrics, OpenApiDocument, OpenIdConfiguration, ServerMetadata
 from db.clients import SCOPES
 from serving.health import probe_database, probe_pipeline
-from serving.jsonio import blocking, json_response
+from serving.jsonio import json_response
 from serving.metrics import CONTENT_TYPE
 from serving.openapi import openapi_json
 from serving.services import services
+from serving.threads import blocking
 
 blueprint = Blueprint("meta", __name__)
 log = logging.getLogger(__name__)

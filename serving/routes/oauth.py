@@ -20,9 +20,10 @@ from contracts.meta import (
 )
 from db.clients import Client
 from serving.client_authentication import AttemptThrottled, AuthenticationFailed, authenticate_client
-from serving.jsonio import blocking, json_response
+from serving.jsonio import json_response
 from serving.openapi import also_accepts
 from serving.services import services
+from serving.threads import blocking
 
 blueprint = Blueprint("oauth", __name__)
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}

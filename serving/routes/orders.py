@@ -29,10 +29,11 @@ from contracts.orders import (
 from contracts.rendering import decimal, instant
 from db import fulfilment, returns
 from db import orders as store
-from serving.jsonio import blocking, json_response
+from serving.jsonio import json_response
 from serving.protection import protect
 from serving.rendering.orders import document_json, order_json
 from serving.services import services
+from serving.threads import blocking
 from serving.validation import parse_json, validated
 
 blueprint = Blueprint("orders", __name__, url_prefix="/v1/tenants/<tenantId>/ecom_stores/<eComStoreId>")
