@@ -153,6 +153,12 @@ def own_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
         yield store
 
 
+def without_upload_workers(settings: Settings) -> Settings:
+    """Settings for a test's own server that takes no uploads: it spawns no upload worker processes (two, about
+    1.4 s of CPU, at every server's start), and checks an upload in a thread should one come."""
+    return settings.with_changes(upload_processes=0)
+
+
 def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
     """Poll condition() until it returns something truthy, and return that; fail after timeout seconds."""
     deadline = time.monotonic() + timeout

@@ -16,7 +16,17 @@ from db.migrate import upgrade
 from db.schema import audit_events
 from serving.app import create_app
 from settings import Settings
-from tests.conftest import ENV, LiveServer, bearer, client_of, free_port, get_token, service_missing, wait_for
+from tests.conftest import (
+    ENV,
+    LiveServer,
+    bearer,
+    client_of,
+    free_port,
+    get_token,
+    service_missing,
+    wait_for,
+    without_upload_workers,
+)
 
 pytestmark = pytest.mark.without_shop
 
@@ -37,7 +47,7 @@ def test_rows_waiting_at_shutdown_are_written_before_the_server_stops(settings, 
     # No timed flush within the test: a row can only reach the table through the shutdown.
     monkeypatch.setattr("db.audit.FLUSH_SECONDS", 600.0)
     port = free_port()
-    live = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}"), port)
+    live = LiveServer(create_app(without_upload_workers(settings), engine, issuer=f"http://127.0.0.1:{port}"), port)
     live.start()
     try:
         with httpx.Client(base_url=live.url, timeout=30) as http:

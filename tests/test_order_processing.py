@@ -45,7 +45,7 @@ from rules.retry import RetryPolicy
 from serving.app import create_app
 from serving.cli import main
 from serving.demo import seed_demo_tenant
-from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
+from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for, without_upload_workers
 from tests.openapi_check import assert_response_matches
 
 ADDRESS = {"street": "Bryggen 1", "postCode": "5003", "city": "Bergen", "countryIsoCode": "NO"}
@@ -413,7 +413,7 @@ def test_operators_list_and_retry_failed_orders_through_the_admin_api_and_direct
     refused = RefusedOpening(shop)
     bad = sorted(shop.receive((refused.sku, 1), customer_id=refused.customer_id) for _ in range(3))
     port = free_port()
-    served = settings.with_changes(order={"max_attempts": 2, "retry_base_seconds": 0.0})
+    served = without_upload_workers(settings).with_changes(order={"max_attempts": 2, "retry_base_seconds": 0.0})
     server = LiveServer(create_app(served, engine, issuer=f"http://127.0.0.1:{port}"), port)
     admin = client_of(shop.world, "admin")
     direct = {"PIA_DATA_DIR": str(settings.data_dir), "PIA_DATABASE_URL": settings.database_url, "PIA_ADMIN_URL": "",

@@ -33,7 +33,7 @@ from db.schema import (
 from db.stock import adjust_stock
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
-from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
+from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for, without_upload_workers
 from tests.openapi_check import assert_response_matches
 from tests.web_shop import ADDRESS, Shop, accepted_order, new_order, opened_order, order_line
 
@@ -346,7 +346,7 @@ def test_an_order_left_received_is_processed_once_by_a_fresh_server(own_store) -
     on_hand, reserved_before = _stock(engine, world["id"], "9001", sku.id)
 
     port = free_port()
-    live = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}"), port)
+    live = LiveServer(create_app(without_upload_workers(settings), engine, issuer=f"http://127.0.0.1:{port}"), port)
     live.start()
     try:
         with httpx.Client(base_url=live.url, timeout=30) as http:

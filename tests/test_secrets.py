@@ -27,7 +27,7 @@ from serving.admin import issue_client
 from serving.app import create_app
 from serving.cli import main
 from settings import Settings
-from tests.conftest import ENV, LiveServer, bearer, free_port, get_token
+from tests.conftest import ENV, LiveServer, bearer, free_port, get_token, without_upload_workers
 
 pytestmark = pytest.mark.without_shop
 
@@ -76,7 +76,7 @@ class Service:
     issuer = "https://pia.example"
 
     def __init__(self, settings: Settings, engine: sa.Engine) -> None:
-        self.live = LiveServer(create_app(settings, engine, issuer=self.issuer), free_port())
+        self.live = LiveServer(create_app(without_upload_workers(settings), engine, issuer=self.issuer), free_port())
         self.live.start()
         self.http = httpx.Client(base_url=self.live.url, timeout=30)
 
@@ -122,6 +122,9 @@ def test_embedded_default_generates_one_private_key_file(tmp_path: Path) -> None
 
 def test_postgresql_requires_pia_secret_key(postgres_url: str, tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, database_url=postgres_url)
+    engine = create_engine(settings)
+    upgrade(engine)  # current whichever test came first on this worker, so `pia serve` gets as far as the key
+    engine.dispose()
     with pytest.raises(SecretKeyError, match="PIA_SECRET_KEY is required with PostgreSQL"):
         secret_box(settings)
     for args in (("serve",), ("admin", "rotate-key"), ("admin", "rotate-secret-key")):

@@ -29,7 +29,7 @@ from serving.credentials import HASH_PARAMETERS, hash_secret, new_secret, unmatc
 from serving.secret_verifier import SecretVerifier
 from serving.token_attempts import address_key
 from settings import RateLimitSettings, SecretCheckSettings, Settings, TokenSettings
-from tests.conftest import ENV, LiveServer, client_of, free_port, service_missing
+from tests.conftest import ENV, LiveServer, client_of, free_port, service_missing, without_upload_workers
 
 pytestmark = pytest.mark.without_shop
 
@@ -52,8 +52,8 @@ def token_server(settings: Settings, engine: sa.Engine) -> Iterator[Callable[...
 
     def start(**overrides: Any) -> TokenServer:
         port = free_port()
-        app = create_app(Settings(data_dir=settings.data_dir, database_url=settings.database_url,
-                                  secret_key=settings.secret_key, **overrides),
+        app = create_app(without_upload_workers(Settings(data_dir=settings.data_dir, database_url=settings.database_url,
+                                                         secret_key=settings.secret_key, **overrides)),
                          engine, issuer=f"http://127.0.0.1:{port}")
         live = LiveServer(app, port)
         live.start()
