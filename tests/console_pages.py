@@ -16,6 +16,7 @@ from db.ids import new_id, utc_now
 from db.outbox import order_event
 from db.schema import event_outbox, retail_stores
 from db.stock import adjust_stock
+from tests.conftest import TLS
 
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -29,7 +30,7 @@ def csrf_in(html: str) -> str:
 
 def browser(base_url: str) -> httpx.Client:
     """A client that keeps cookies and does not follow redirects (the tests look at them)."""
-    return httpx.Client(base_url=base_url, timeout=30, follow_redirects=False)
+    return httpx.Client(base_url=base_url, timeout=30, follow_redirects=False, verify=TLS)
 
 
 def sign_in_answer(console: httpx.Client, client: dict[str, Any], secret: str | None = None) -> httpx.Response:

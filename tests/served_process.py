@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import free_port, wait_for
+from tests.conftest import TLS, free_port, wait_for
 
 
 def clean_environment(**settings: str) -> dict[str, str]:
@@ -26,7 +26,7 @@ def _answers(url: str, process: subprocess.Popen) -> bool:
     if process.poll() is not None:
         raise AssertionError(f"{process.args} exited with {process.returncode} before {url} answered")
     try:
-        return httpx.get(url, timeout=2).status_code == 200
+        return httpx.get(url, timeout=2, verify=TLS).status_code == 200
     except httpx.TransportError:
         return False
 

@@ -48,7 +48,7 @@ from db.tenants import create_tenant
 from serving.admin import issue_client
 from serving.admin_client import AdminCallFailed, AdminClient, AdminCredentials
 from settings import Settings
-from tests.conftest import free_port, wait_for
+from tests.conftest import TLS, free_port, wait_for
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 from tests.webhook_receiver import WebhookReceiver
 
@@ -290,7 +290,7 @@ class Scene:
         def answers() -> bool:
             assert serve.process.poll() is None, serve.log()
             try:
-                return httpx.get(f"{self.url}/healthcheck", timeout=1).status_code == 200
+                return httpx.get(f"{self.url}/healthcheck", timeout=1, verify=TLS).status_code == 200
             except httpx.TransportError:
                 return False
 

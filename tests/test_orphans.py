@@ -16,7 +16,7 @@ from db.clients import DEMAND_PLANNING_PERMISSION
 from db.tenants import create_tenant
 from serving.admin import issue_client
 from tests.batches import body, envelope, forecast_item, new_batch_id
-from tests.conftest import bearer, free_port, wait_for
+from tests.conftest import TLS, bearer, free_port, wait_for
 from tests.leftover_processes import descendants, left_behind, still_running
 
 PIA = str(Path(sys.executable).parent / "pia")
@@ -54,7 +54,7 @@ class Uploader(threading.Thread):
 def _answers(url: str, process: subprocess.Popen) -> bool:
     assert process.poll() is None, f"pia serve exited with {process.returncode}"
     try:
-        return httpx.get(f"{url}/healthcheck", timeout=2).status_code == 200
+        return httpx.get(f"{url}/healthcheck", timeout=2, verify=TLS).status_code == 200
     except httpx.TransportError:
         return False
 

@@ -29,7 +29,7 @@ from serving.credentials import HASH_PARAMETERS, hash_secret, new_secret, unmatc
 from serving.secret_verifier import SecretVerifier
 from serving.token_attempts import address_key
 from settings import RateLimitSettings, SecretCheckSettings, Settings, TokenSettings
-from tests.conftest import ENV, LiveServer, client_of, free_port, service_missing, without_upload_workers
+from tests.conftest import ENV, TLS, LiveServer, client_of, free_port, service_missing, without_upload_workers
 
 pytestmark = pytest.mark.without_shop
 
@@ -42,7 +42,8 @@ class TokenServer:
     verifier: SecretVerifier
 
     def http(self, source: str = "127.0.0.1") -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=60, transport=httpx.HTTPTransport(local_address=source))
+        return httpx.Client(base_url=self.url, timeout=60,
+                            transport=httpx.HTTPTransport(local_address=source, verify=TLS))
 
 
 @pytest.fixture
