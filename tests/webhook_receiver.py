@@ -1,4 +1,6 @@
-"""A webhook consumer for tests and benchmarks: a real HTTP server on a free localhost port, in its own threads.
+"""A webhook consumer for tests and benchmarks: a real HTTP server on a free localhost port, on an event loop in a
+thread of its own (aiohttp's server: two thirds of the CPU per POST of the standard library's threaded one, which
+the tests of 200,000 deliveries felt).
 
 It verifies every delivery the way a consumer would, with `standardwebhooks.Webhook` and the key it was given
 (independently of how pia derives its key), records the deliveries that verify in arrival order, and answers 401
@@ -7,14 +9,16 @@ some events only, or to hang on some events until told to behave. It counts the 
 once.
 """
 
+import asyncio
 import math
+import socket
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from aiohttp import web
 from standardwebhooks import Webhook, WebhookVerificationError
 
 
@@ -54,22 +58,46 @@ class WebhookReceiver:
         self._hanging: set[str] = set()  # webhook-ids whose POSTs get no answer until behave() (or stop())
         self._released = threading.Event()
         self._behaviour = _Behaviour()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True  # a handler still sleeping must not hold up stop()
-        self._server.handle_error = lambda request, address: None  # a client that timed out and hung up
-        self.url = f"http://127.0.0.1:{self._server.server_port}/hooks"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/hooks"
+        self._loop = asyncio.new_event_loop()
+        self._serving = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
 
     def start(self) -> "WebhookReceiver":
         self._thread.start()
+        if not self._serving.wait(10):
+            raise RuntimeError("the webhook receiver did not start")
         return self
 
     def stop(self) -> None:
         self._released.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_route("POST", "/{path:.*}", self._handle)
+        # No access log (tests inspect the deliveries instead); a handler still waiting must not hold up stop().
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+        self._loop.run_until_complete(runner.setup())
+        self._loop.run_until_complete(web.SockSite(runner, self._socket).start())
+        self._serving.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.run_until_complete(runner.cleanup())
+            self._loop.close()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.read()
+        except Exception:  # the sender died mid-request (a killed bridge): nothing was delivered
+            raise web.HTTPBadRequest() from None
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        return web.Response(status=await self._receive(headers, body, peer[1] if peer else 0))
 
     def __enter__(self) -> "WebhookReceiver":
         return self.start()
@@ -158,30 +186,31 @@ class WebhookReceiver:
                 self._behaviour = _Behaviour()
             return self._behaviour
 
-    def _receive(self, headers: dict[str, str], body: bytes, connection: int) -> int:
+    async def _receive(self, headers: dict[str, str], body: bytes, connection: int) -> int:
         """The status to answer a POST with, recording it if it verifies."""
         with self._lock:
             self._in_flight += 1
             self._most_in_flight = max(self._most_in_flight, self._in_flight)
         try:
-            return self._answer(headers, body, connection)
+            return await self._answer(headers, body, connection)
         finally:
             with self._lock:
                 self._in_flight -= 1
 
-    def _answer(self, headers: dict[str, str], body: bytes, connection: int) -> int:
+    async def _answer(self, headers: dict[str, str], body: bytes, connection: int) -> int:
         behaviour = self._attempt()
         with self._lock:
             self._posts_of[headers.get("webhook-id", "")] += 1
         if behaviour.delay:
-            time.sleep(behaviour.delay)
+            await asyncio.sleep(behaviour.delay)
         if behaviour.status is not None:
             return behaviour.status
         with self._lock:
             refused = self._refused.get(headers.get("webhook-id", ""))
             hanging = headers.get("webhook-id", "") in self._hanging
         if hanging:
-            self._released.wait()
+            while not self._released.is_set():  # set by behave() or stop(), from another thread
+                await asyncio.sleep(0.02)
             return 503
         if refused is not None:
             return refused
@@ -198,25 +227,3 @@ class WebhookReceiver:
             self._deliveries.append(delivery)
             self._delivered_ids.add(delivery.webhook_id)
         return 204
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, so the sender's connection reuse is exercised
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", 0))
-                body = self.rfile.read(length)
-                if len(body) < length:  # the sender died mid-request (a killed bridge): nothing was delivered
-                    self.close_connection = True
-                    return
-                headers = {name.lower(): value for name, value in self.headers.items()}
-                self.send_response(receiver._receive(headers, body, self.client_address[1]))
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet: tests inspect the deliveries instead
-                pass
-
-        return Handler
