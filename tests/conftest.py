@@ -3,6 +3,7 @@
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import multiprocessing.resource_tracker
 import socket
 import ssl
@@ -29,6 +30,7 @@ from db.tenancy import install_tenant_guard
 from serving import credentials
 from serving.app import create_app
 from serving.demo import seed_demo_tenant
+from serving.heap import freeze_startup_heap
 from settings import Settings, TokenSettings, WorkerSettings
 from tests import leftover_processes
 
@@ -56,6 +58,15 @@ pytest_plugins = ("tests.web_shop",)
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     leftover_processes.adopt_orphans()  # so the check below also finds what outlived a killed parent
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Collected, a test process holds every module, Hypothesis and schemathesis, and its servers' objects follow:
+    the collector's default thresholds walked that heap over and over (its full passes about 200 ms each). What
+    exists now is frozen out of its walks, as a server's start-up heap is, and it runs less often: its time halved
+    (8.4 → 4.0 s in four busy test files), about 5 % of the processes' CPU."""
+    freeze_startup_heap()
+    gc.set_threshold(20_000, 50, 50)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
