@@ -19,17 +19,8 @@ from limits import RateLimitItem, WindowStats
 from serving.app import create_app
 from serving.cli import main
 from serving.ratelimit import WINDOW_SECONDS, InProcessWindows, RollingWindowLimiter
-from tests.conftest import (
-    ENV,
-    LiveServer,
-    bearer,
-    client_of,
-    free_port,
-    get_token,
-    service_missing,
-    wait_for,
-    without_upload_workers,
-)
+from tests import conftest
+from tests.conftest import ENV, LiveServer, bearer, client_of, free_port, get_token, service_missing, wait_for
 
 pytestmark = pytest.mark.without_shop
 
@@ -173,7 +164,7 @@ def private_redis() -> Iterator[PrivateRedis]:
 @pytest.fixture
 def redis_limited_server(private_redis, settings, engine) -> Iterator[LiveServer]:
     """The real app over a socket, counting requests in the private Redis."""
-    limited = without_upload_workers(settings).with_changes(rate_limit={"storage_url": private_redis.url,
+    limited = conftest.without_upload_workers(settings).with_changes(rate_limit={"storage_url": private_redis.url,
                                                 "storage_timeout_seconds": STORE_TIMEOUT_SECONDS})
     port = free_port()
     live = LiveServer(create_app(limited, engine, issuer=f"http://127.0.0.1:{port}"), port)
