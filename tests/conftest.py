@@ -42,7 +42,7 @@ TESTS = Path(__file__).parent
 install_tenant_guard(exempt_code=TESTS)
 T = TypeVar("T")
 # One TLS context for every client the tests make: httpx builds one per client otherwise, loading the CA bundle
-# (about 30 ms of CPU each: a minute of a run's CPU over the `http` fixture alone), though the servers here speak
+# (about 30 ms of CPU each: 26 s of a run's CPU over the `http` fixture alone), though the servers here speak
 # plain HTTP.
 TLS = ssl.create_default_context()
 BACKENDS = ("duckdb", "postgresql")

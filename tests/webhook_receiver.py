@@ -1,4 +1,4 @@
-"""A webhook consumer for tests and benchmarks: a real HTTP server on a free localhost port, on an event loop in a
+"""A webhook consumer for the tests: a real HTTP server on a free localhost port, on an event loop in a
 thread of its own (aiohttp's server: two thirds of the CPU per POST of the standard library's threaded one, which
 the tests of 200,000 deliveries felt).
 
