@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from coredis.retry import NoRetryPolicy
 from limits import RateLimitItem, RateLimitItemPerMinute, WindowStats, aio
 from limits.errors import StorageError
 from limits.storage import storage_from_string
@@ -97,6 +96,9 @@ class RollingWindowLimiter:
         """timeout_seconds bounds each connect and each command of a networked store (no retries inside)."""
         self._in_process = InProcessWindows() if storage_url.startswith("memory://") else None
         if self._in_process is None:
+            # Imported only for a shared store: the Redis client costs half a second of every process's start.
+            from coredis.retry import NoRetryPolicy
+
             shared = aio.strategies.MovingWindowRateLimiter(storage_from_string(
                 f"async+{storage_url.removeprefix('async+')}", wrap_exceptions=True,
                 connect_timeout=timeout_seconds, stream_timeout=timeout_seconds, retry_policy=NoRetryPolicy()))
