@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn, TextIO
 from urllib.parse import quote, urlencode
 
@@ -22,7 +23,6 @@ import sqlalchemy as sa
 from contracts.admin import DESTINATION_KINDS, LOCATION_TYPES
 from contracts.errors import ApiError
 from contracts.rendering import instant
-from db.audit import client_events
 from db.clients import (
     DEMAND_PLANNING_PERMISSION,
     SCOPES,
@@ -39,7 +39,6 @@ from db.secrets import SecretBox, SecretKeyError, new_secret_key, reseal_all, se
 from db.signing_keys import prepare_signing_keys
 from db.tenants import create_tenant, get_tenant, list_tenants
 from rules.retry import RetryPolicy
-from serving import admin_operations
 from serving.admin_client import (
     AdminCallFailed,
     AdminClient,
@@ -64,6 +63,14 @@ def _engine() -> sa.Engine:
                                        "PIA_ADMIN_URL) to go through that server's admin API.") from None
         raise
     return engine
+
+
+def _operations() -> ModuleType:
+    """serving.admin_operations, imported by the commands that work on the database directly: the back office's
+    loading and Arrow come with it, half a second of a command's start that one given --url does not need."""
+    from serving import admin_operations
+
+    return admin_operations
 
 
 def _secret_box(engine: sa.Engine) -> SecretBox:
@@ -282,7 +289,7 @@ def load_command(file: Path, tenant_id: str, url: str | None, credentials_file: 
     except orjson.JSONDecodeError as error:
         raise click.ClickException(f"{file}: not valid JSON: {error}") from None
     _perform(tenant_id, url, credentials_file, "POST", "/backoffice", document,
-             lambda engine: admin_operations.load(engine, tenant_id, document))
+             lambda engine: _operations().load(engine, tenant_id, document))
 
 
 @admin.group("stock")
@@ -308,7 +315,7 @@ def stock_adjust_command(tenant_id: str, location_number: str, location_type: st
     body = _body(locationNumber=location_number, locationType=location_type, skuNumber=sku_number,
                  onHandDelta=delta, onHand=on_hand, reason=reason)
     _perform(tenant_id, url, credentials_file, "POST", "/stock_adjustments", body,
-             lambda engine: admin_operations.adjust(engine, tenant_id, body))
+             lambda engine: _operations().adjust(engine, tenant_id, body))
 
 
 @admin.command("release-store")
@@ -318,7 +325,7 @@ def stock_adjust_command(tenant_id: str, location_number: str, location_type: st
 def release_store_command(number: str, tenant_id: str, url: str | None, credentials_file: Path | None) -> None:
     """Release a retail store (RetailStoreUpdated to the eCom stores of its company)."""
     _perform(tenant_id, url, credentials_file, "POST", f"/retail_stores/{quote(number, safe='')}/release", None,
-             lambda engine: admin_operations.release(engine, tenant_id, number))
+             lambda engine: _operations().release(engine, tenant_id, number))
 
 
 @admin.command("set-event-destination")
@@ -344,7 +351,7 @@ def set_event_destination_command(tenant_id: str, ecom_store_id: str, kind: str,
     else:
         body = _body(kind=kind, url=webhook_url, secret=secret)
     _perform(tenant_id, url, credentials_file, "PUT", f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination",
-             body, lambda engine: admin_operations.put_destination(engine, _secret_box(engine), tenant_id,
+             body, lambda engine: _operations().put_destination(engine, _secret_box(engine), tenant_id,
                                                                     ecom_store_id, body))
 
 
@@ -360,11 +367,11 @@ def event_destination_command(tenant_id: str, ecom_store_id: str, remove: bool, 
     path = f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination"
     if remove:
         _perform(tenant_id, url, credentials_file, "DELETE", path, None,
-                 lambda engine: admin_operations.delete_destination(engine, tenant_id, ecom_store_id),
+                 lambda engine: _operations().delete_destination(engine, tenant_id, ecom_store_id),
                  shown=lambda _: {"ecomStoreId": ecom_store_id, "removed": True})
     else:
         _perform(tenant_id, url, credentials_file, "GET", path, None,
-                 lambda engine: admin_operations.show_destination(engine, tenant_id, ecom_store_id))
+                 lambda engine: _operations().show_destination(engine, tenant_id, ecom_store_id))
 
 
 @admin.group("events")
@@ -383,7 +390,7 @@ def _events_path(ecom_store_id: str, rest: str) -> str:
 def events_status_command(tenant_id: str, ecom_store_id: str, url: str | None, credentials_file: Path | None) -> None:
     """Backlog, dead letters, last delivery and failures of the eCom store's events."""
     _perform(tenant_id, url, credentials_file, "GET", _events_path(ecom_store_id, "/event_delivery"), None,
-             lambda engine: admin_operations.event_delivery(engine, tenant_id, ecom_store_id))
+             lambda engine: _operations().event_delivery(engine, tenant_id, ecom_store_id))
 
 
 @events.command("dead-letters")
@@ -398,7 +405,7 @@ def events_dead_letters_command(tenant_id: str, ecom_store_id: str, limit: int |
     """The events the bridge gave up on, newest first."""
     query = _body(limit=None if limit is None else str(limit), after=after, answer=answer)
     _perform(tenant_id, url, credentials_file, "GET", _events_path(ecom_store_id, f"/dead_letters?{urlencode(query)}"),
-             None, lambda engine: admin_operations.list_dead_letters(engine, tenant_id, ecom_store_id, query))
+             None, lambda engine: _operations().list_dead_letters(engine, tenant_id, ecom_store_id, query))
 
 
 @events.command("replay")
@@ -414,7 +421,7 @@ def events_replay_command(tenant_id: str, ecom_store_id: str, event_ids: tuple[s
         raise click.UsageError("give --event (one or more) or --all")
     body = {} if replay_all else {"eventIds": list(event_ids)}
     _perform(tenant_id, url, credentials_file, "POST", _events_path(ecom_store_id, "/dead_letters/replay"), body,
-             lambda engine: admin_operations.replay(engine, tenant_id, ecom_store_id, body))
+             lambda engine: _operations().replay(engine, tenant_id, ecom_store_id, body))
 
 
 @admin.group("order")
@@ -457,7 +464,7 @@ def order_list_command(tenant_id: str, processing: str, limit: int | None, after
     """RECEIVED orders that failed to open, with their attempts and last error."""
     query = _body(processing=processing, limit=None if limit is None else str(limit), after=after)
     _perform(tenant_id, url, credentials_file, "GET", f"/orders?{urlencode(query)}", None,
-             lambda engine: admin_operations.list_failed_orders(engine, tenant_id, query))
+             lambda engine: _operations().list_failed_orders(engine, tenant_id, query))
 
 
 @order.command("retry")
@@ -467,7 +474,7 @@ def order_list_command(tenant_id: str, processing: str, limit: int | None, after
 def order_retry_command(order_key: str, tenant_id: str, url: str | None, credentials_file: Path | None) -> None:
     """Try to open a RECEIVED order now, its failed attempts counted from zero; prints its processing state."""
     _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/retry"), None,
-             lambda engine: admin_operations.retry_failed_order(engine, RetryPolicy.of(Settings().order), tenant_id,
+             lambda engine: _operations().retry_failed_order(engine, RetryPolicy.of(Settings().order), tenant_id,
                                                                order_key))
 
 
@@ -478,7 +485,7 @@ def order_retry_command(order_key: str, tenant_id: str, url: str | None, credent
 def order_show_command(order_key: str, tenant_id: str, url: str | None, credentials_file: Path | None) -> None:
     """Show the order (id or number) with its documents."""
     _perform(tenant_id, url, credentials_file, "GET", _order_path(order_key), None,
-             lambda engine: admin_operations.show_order(engine, tenant_id, order_key))
+             lambda engine: _operations().show_order(engine, tenant_id, order_key))
 
 
 @order.command("pick")
@@ -491,7 +498,7 @@ def order_pick_command(order_key: str, tenant_id: str, lines: list[dict[str, str
     """Pick units: a capture on an eCom store with payment capture, else a receipt and invoice."""
     body = _body(lines=lines)
     _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/pick"), body,
-             lambda engine: admin_operations.pick_order(engine, tenant_id, order_key, body))
+             lambda engine: _operations().pick_order(engine, tenant_id, order_key, body))
 
 
 @order.command("ship")
@@ -510,7 +517,7 @@ def order_ship_command(order_key: str, tenant_id: str, receipt_id: str | None, c
         raise click.UsageError("give exactly one of --receipt and --capture")
     body = _body(receiptId=receipt_id, captureId=capture_id, carrier=carrier, trackingNumber=tracking_number)
     _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/ship"), body,
-             lambda engine: admin_operations.ship_order(engine, tenant_id, order_key, body))
+             lambda engine: _operations().ship_order(engine, tenant_id, order_key, body))
 
 
 @order.command("return")
@@ -524,7 +531,7 @@ def order_return_command(order_key: str, tenant_id: str, lines: list[dict[str, s
     """Take delivered units back: a return invoice and an OPEN refund per invoice; units back on hand."""
     body = _body(lines=lines, invoiceId=invoice_id)
     _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/returns"), body,
-             lambda engine: admin_operations.return_order_units(engine, tenant_id, order_key, body))
+             lambda engine: _operations().return_order_units(engine, tenant_id, order_key, body))
 
 
 @order.command("cancel")
@@ -537,7 +544,7 @@ def order_cancel_command(order_key: str, tenant_id: str, lines: list[dict[str, s
     """Cancel open units (the whole order when nothing was delivered); their reservation is released."""
     body = _body(lines=lines)
     _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/cancel"), body,
-             lambda engine: admin_operations.cancel_order(engine, tenant_id, order_key, body))
+             lambda engine: _operations().cancel_order(engine, tenant_id, order_key, body))
 
 
 @admin.group("cnc")
@@ -545,7 +552,8 @@ def cnc() -> None:
     """Click and collect carts (parked at a retail store's POS): show, collect or cancel one by its parkedCartId."""
 
 
-def _cart_command(action: str, operation: Callable[..., dict[str, Any]], help_text: str) -> None:
+def _cart_command(action: str, operation: str, help_text: str) -> None:
+    """`pia admin cnc ACTION`, which runs serving.admin_operations' `operation` when it works on the database."""
     @cnc.command(action, help=help_text)
     @click.argument("parked_cart_id", metavar="PARKED_CART_ID")
     @click.option("--tenant", "tenant_id", required=True)
@@ -554,13 +562,13 @@ def _cart_command(action: str, operation: Callable[..., dict[str, Any]], help_te
         path = f"/click_and_collect/{quote(parked_cart_id, safe='')}" + ("" if action == "show" else f"/{action}")
         hold = timedelta(hours=Settings().click_and_collect_hold_hours)
         _perform(tenant_id, url, credentials_file, "GET" if action == "show" else "POST", path, None,
-                 lambda engine: operation(engine, tenant_id, parked_cart_id, hold))
+                 lambda engine: getattr(_operations(), operation)(engine, tenant_id, parked_cart_id, hold))
 
 
-_cart_command("show", admin_operations.show_cart, "Show the cart: its state and each line, where it is reserved.")
-_cart_command("collect", admin_operations.collect_cart,
+_cart_command("show", "show_cart", "Show the cart: its state and each line, where it is reserved.")
+_cart_command("collect", "collect_cart",
               "The customer took the goods: the reserved units leave stock (again: the same answer).")
-_cart_command("cancel", admin_operations.cancel_cart,
+_cart_command("cancel", "cancel_cart",
               "Cancel the cart: its reservations are released (again: the same answer).")
 
 
@@ -569,6 +577,8 @@ _cart_command("cancel", admin_operations.cancel_cart,
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
 def audit_command(client_id: str, limit: int) -> None:
     """The client's newest authenticated requests, newest first."""
+    from db.audit import client_events  # the audit writer's module: Arrow and psycopg, which no other command needs
+
     engine = _engine()
     client = _require_client(engine, client_id)
     _echo([{"time": instant(e.time), "clientId": e.client_id, "tokenId": e.token_id,
