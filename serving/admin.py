@@ -352,7 +352,7 @@ def set_event_destination_command(tenant_id: str, ecom_store_id: str, kind: str,
         body = _body(kind=kind, url=webhook_url, secret=secret)
     _perform(tenant_id, url, credentials_file, "PUT", f"/ecom_stores/{quote(ecom_store_id, safe='')}/event_destination",
              body, lambda engine: _operations().put_destination(engine, _secret_box(engine), tenant_id,
-                                                                    ecom_store_id, body))
+                                                                ecom_store_id, body))
 
 
 @admin.command("event-destination")
@@ -475,7 +475,7 @@ def order_retry_command(order_key: str, tenant_id: str, url: str | None, credent
     """Try to open a RECEIVED order now, its failed attempts counted from zero; prints its processing state."""
     _perform(tenant_id, url, credentials_file, "POST", _order_path(order_key, "/retry"), None,
              lambda engine: _operations().retry_failed_order(engine, RetryPolicy.of(Settings().order), tenant_id,
-                                                               order_key))
+                                                           order_key))
 
 
 @order.command("show")
