@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from contracts.held_datasets import REPLENISHMENT_PARAMETERS, SALES_FORECAST_DAYS, SALES_FORECASTS
 from db.adbc import InlinedTemplate, adbc_connection, inlined
 from db.bulk import driver_connection
-from db.engine import is_duckdb
+from db.engine import duckdb_statement, is_duckdb
 from db.held import (
     PAGE_PART,
     ForecastKey,
@@ -203,7 +203,8 @@ def _frames(engine: sa.Engine, query: sa.Executable | str, columns: dict[str, pl
         # The driver's own relation: an Arrow reader over the pending result, without a copy per row.
         statement = query.compile(dialect=conn.dialect)
         parameters = [statement.params[name] for name in statement.positiontup or ()]
-        reader = driver_connection(conn).sql(str(statement), params=parameters).to_arrow_reader(batch_rows)
+        raw = driver_connection(conn)
+        reader = raw.sql(duckdb_statement(raw, str(statement)), params=parameters).to_arrow_reader(batch_rows)
         try:
             for batch in reader:
                 if batch.num_rows:

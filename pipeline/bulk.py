@@ -7,7 +7,7 @@ import polars as pl
 import sqlalchemy as sa
 
 from db.bulk import driver_connection, ingested
-from db.engine import is_duckdb
+from db.engine import duckdb_statement, is_duckdb
 
 
 def fetch(conn: sa.Connection, sql: str, params: Mapping[str, Any], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
@@ -19,8 +19,9 @@ def fetch(conn: sa.Connection, sql: str, params: Mapping[str, Any], schema: Mapp
     compiled = sa.text(sql).compile(dialect=conn.dialect)
     if is_duckdb(conn.engine):
         # DuckDB hands Arrow over without a copy only from a relation (sql()); execute() copies, and warns.
-        relation = driver_connection(conn).sql(compiled.string,
-                                                params=[params[name] for name in compiled.positiontup])
+        raw = driver_connection(conn)
+        relation = raw.sql(duckdb_statement(raw, compiled.string),
+                           params=[params[name] for name in compiled.positiontup])
         return pl.from_arrow(relation.to_arrow_table()).cast(dict(schema))
     # Executed through SQLAlchemy, which tells a lost connection from other errors; the rows are the driver's.
     result = conn.exec_driver_sql(compiled.string, dict(params))
