@@ -71,6 +71,24 @@ def unnamed_tenant_tables(statement: Any) -> set[str]:
         return set() if _TEXT_TENANT.search(text) else read
     if isinstance(statement, sa.schema.ExecutableDDLElement) or not isinstance(statement, sa.ClauseElement):
         return set()
+    # Statements of one shape (SQLAlchemy's cache key: tables, columns, operators, parameters but not their values)
+    # get one verdict. The key is memoized on the statement, so the compiled cache's lookup after this one is free.
+    key = statement._generate_cache_key()
+    if key is None:  # a construct SQLAlchemy does not cache
+        return _unnamed_in(statement)
+    verdict = _verdicts.get(key.key)
+    if verdict is None:
+        if len(_verdicts) >= _VERDICTS_KEPT:
+            _verdicts.clear()
+        verdict = _verdicts[key.key] = frozenset(_unnamed_in(statement))
+    return set(verdict)
+
+
+_VERDICTS_KEPT = 4096
+_verdicts: dict[tuple[Any, ...], frozenset[str]] = {}  # cache key → unnamed tables; emptied when full
+
+
+def _unnamed_in(statement: sa.ClauseElement) -> set[str]:
     inserted = statement.table if isinstance(statement, sa.Insert) else None
     mentioned: set[sa.FromClause] = set()
     bound: set[sa.FromClause] = set()
