@@ -8,13 +8,13 @@ from quart import Blueprint
 
 from serving.app import create_app
 from settings import Settings
-from tests.conftest import LiveServer, free_port
+from tests.conftest import LiveServer, free_port, without_upload_workers
 
 
 @contextmanager
 def serving_with(settings: Settings, engine: sa.Engine, blueprint: Blueprint) -> Iterator[LiveServer]:
     port = free_port()
-    app = create_app(settings, engine, issuer=f"http://127.0.0.1:{port}")
+    app = create_app(without_upload_workers(settings), engine, issuer=f"http://127.0.0.1:{port}")
     app.register_blueprint(blueprint)
     live = LiveServer(app, port)
     live.start()

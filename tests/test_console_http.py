@@ -36,7 +36,7 @@ from serving.console.routes import CONTENT_SECURITY_POLICY
 from serving.demo import seed_demo_tenant
 from settings import Settings
 from tests.batches import failed_batch
-from tests.conftest import LiveServer, client_of, free_port, get_token, wait_for
+from tests.conftest import LiveServer, client_of, free_port, get_token, wait_for, without_upload_workers
 from tests.console_pages import (
     browser,
     csrf_in,
@@ -149,7 +149,7 @@ def test_sign_in_attempts_spend_the_token_endpoints_budget(own_store) -> None:
     world = seed_demo_tenant(engine, "budget", is_test=False, shop=False)
     admin = client_of(world, "admin")
     port = free_port()
-    live = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}"), port)
+    live = LiveServer(create_app(without_upload_workers(settings), engine, issuer=f"http://127.0.0.1:{port}"), port)
     live.start()
     try:
         with httpx.Client(base_url=live.url, timeout=30) as http:
@@ -387,7 +387,7 @@ def test_a_parked_order_is_retried_and_carts_are_collected_or_cancelled_from_ord
     hold = timedelta(hours=settings.click_and_collect_hold_hours)
     port = free_port()
     served = settings.with_changes(order={"max_attempts": 1}, worker={"poll_seconds": 0.2})
-    live = LiveServer(create_app(served, engine, issuer=f"http://127.0.0.1:{port}"), port)
+    live = LiveServer(create_app(without_upload_workers(served), engine, issuer=f"http://127.0.0.1:{port}"), port)
     live.start()
     try:
         wait_for(lambda: processing_state(engine, shop.tenant_id, order_id).parked, 60, "the order to be parked")

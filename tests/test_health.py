@@ -7,7 +7,7 @@ import httpx
 from db.engine import create_engine
 from serving.app import create_app
 from settings import Settings
-from tests.conftest import LiveServer, free_port
+from tests.conftest import LiveServer, free_port, without_upload_workers
 
 
 def test_healthy_database_is_200(http) -> None:
@@ -31,7 +31,8 @@ def test_pipeline_check_shows_the_inprocess_workers_heartbeat(http, settings) ->
 def test_unreachable_database_is_503(tmp_path) -> None:
     # Nothing listens on port 1 of loopback: a PostgreSQL server that refuses connections.
     settings = Settings(data_dir=tmp_path, database_url="postgresql+psycopg://postgres@127.0.0.1:1/nothing")
-    live = LiveServer(create_app(settings, create_engine(settings), issuer="http://x"), free_port())
+    live = LiveServer(create_app(without_upload_workers(settings), create_engine(settings), issuer="http://x"),
+                      free_port())
     live.start()
     try:
         response = httpx.get(f"{live.url}/healthcheck", timeout=10)

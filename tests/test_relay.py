@@ -26,7 +26,7 @@ from events.relay import new_producer, publish_pending, run_relay
 from rules.retry import RetryPolicy
 from serving.app import create_app
 from settings import Settings
-from tests.conftest import LiveServer, free_port, wait_for
+from tests.conftest import LiveServer, free_port, wait_for, without_upload_workers
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 
 PIA = str(Path(sys.executable).parent / "pia")
@@ -265,7 +265,7 @@ def test_pia_serve_on_duckdb_runs_the_relay(relayed: tuple[Settings, sa.Engine],
                                             tenant_id: str) -> None:
     settings, engine = relayed
     port = free_port()
-    server = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}"), port)
+    server = LiveServer(create_app(without_upload_workers(settings), engine, issuer=f"http://127.0.0.1:{port}"), port)
     server.start()
     try:
         written = write(engine, tenant_id, [(new_id(), new_id())])

@@ -33,7 +33,7 @@ from serving.app import create_app
 from serving.demo import seed_demo_tenant
 from serving.demo_data import TEST_PRODUCTS, demo_document
 from settings import Settings
-from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for
+from tests.conftest import LiveServer, bearer, client_of, free_port, get_token, wait_for, without_upload_workers
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 from tests.servicebus_peer import ServiceBusPeer
 from tests.web_shop import new_order
@@ -127,7 +127,8 @@ def serve_shop(settings: Settings, engine: sa.Engine) -> Iterator[BusShop]:
         conn.execute(event_outbox.update().where(event_outbox.c.tenant_id == world["id"])
                      .values(delivered_time=utc_now()))
     port = free_port()
-    server = LiveServer(create_app(settings, engine, issuer=f"http://127.0.0.1:{port}", run_pipeline=True), port)
+    server = LiveServer(create_app(without_upload_workers(settings), engine, issuer=f"http://127.0.0.1:{port}",
+                                    run_pipeline=True), port)
     server.start()
     try:
         with httpx.Client(base_url=server.url, timeout=30) as http:

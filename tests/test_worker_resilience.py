@@ -37,7 +37,7 @@ from serving.app import create_app
 from serving.demo_data import demo_document
 from settings import Settings
 from tests.batches import body, envelope, forecast_item, new_batch_id, wait_finished
-from tests.conftest import LiveServer, bearer, free_port, get_token, wait_for
+from tests.conftest import LiveServer, bearer, free_port, get_token, wait_for, without_upload_workers
 
 PIA = str(Path(sys.executable).parent / "pia")
 
@@ -326,7 +326,8 @@ def test_healthcheck_shows_a_stalled_pipeline_and_stays_200(own_store) -> None:
     ten_minutes_ago = utc_now() - timedelta(minutes=10)
     _upload(settings, engine, tenant, received=ten_minutes_ago)
     beat(engine, "a worker that died", ten_minutes_ago)
-    live = LiveServer(create_app(settings, engine, issuer="http://x", run_pipeline=False), free_port())
+    live = LiveServer(create_app(without_upload_workers(settings), engine, issuer="http://x", run_pipeline=False),
+                      free_port())
     live.start()
     try:
         response = httpx.get(f"{live.url}/healthcheck", timeout=10)
