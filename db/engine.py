@@ -39,9 +39,9 @@ class CachedDuckDBDialect(duckdb_engine.Dialect):
 class ParsedStatements:
     """DuckDB's parse of each SQL text the dialect executes, kept: DuckDB parses a statement's text at every
     execution, and its parser (PEG, since 2.0) is a quarter of the CPU of a point query (800 against 600 µs with
-    the parse kept) and 7 ms of a 6 KB page query. A parsed statement runs on any connection; DuckDB binds and plans it afresh each
-    time, so what it reads is never stale. Only data statements are kept: transaction control and DDL take the
-    driver's own path."""
+    the parse kept) and 7 ms of a 6 KB page query. A parsed statement runs on any connection; DuckDB binds and
+    plans it afresh each time, so what it reads is never stale. Only data statements are kept: transaction
+    control and DDL take the driver's own path."""
 
     _KEPT = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE"})
 
