@@ -7,7 +7,7 @@ import duckdb
 import duckdb_engine
 import sqlalchemy as sa
 from alembic.ddl.impl import DefaultImpl
-from cachetools import LRUCache
+from cachetools import LRUCache, cached
 
 from settings import Settings
 
@@ -24,7 +24,7 @@ class CachedDuckDBDialect(duckdb_engine.Dialect):
     declaring its compiler cache-safe; it compiles statements as PostgreSQL's dialect does (which caches), adding
     only type names for DDL. Without the cache every statement is compiled again at every execution: a sixth of the
     CPU of the DuckDB stock model test (see the README's Decisions). Data statements run from DuckDB's kept parse
-    of their text (ParsedStatements)."""
+    of their text (kept_parse)."""
 
     supports_statement_cache = True
 
@@ -36,45 +36,29 @@ class CachedDuckDBDialect(duckdb_engine.Dialect):
             cursor.connection.execute(parsed, parameters)
 
 
-class ParsedStatements:
-    """DuckDB's parse of each SQL text the dialect executes, kept: DuckDB parses a statement's text at every
-    execution, and its parser (PEG, since 2.0) is a quarter of the CPU of a point query (800 against 600 µs with
-    the parse kept) and 7 ms of a 6 KB page query. A parsed statement runs on any connection; DuckDB binds and
-    plans it afresh each time, so what it reads is never stale. Only data statements are kept: transaction
-    control and DDL take the driver's own path."""
-
-    _KEPT = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE"})
-
-    def __init__(self, size: int) -> None:
-        self._parsed: LRUCache[str, duckdb.Statement | None] = LRUCache(size)
-        self._lock = threading.Lock()
-
-    def __contains__(self, sql: str) -> bool:
-        with self._lock:
-            return sql in self._parsed
-
-    def get(self, connection: Any, sql: str) -> duckdb.Statement | None:
-        """The kept parse of sql (parsed on connection if new), or None for text that takes the driver's path."""
-        with self._lock:
-            found = self._parsed.get(sql, False)
-        if found is not False:
-            return found
-        try:
-            statements = connection.extract_statements(sql)
-        except duckdb.Error:
-            statements = []  # executed as text, for DuckDB's own error
-        kept = statements[0] if len(statements) == 1 and statements[0].type.name in self._KEPT else None
-        with self._lock:
-            self._parsed[sql] = kept
-        return kept
+_KEPT_STATEMENT_TYPES = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE"})
+_KEPT_TEXTS = 512  # as many as SQLAlchemy's cache of compiled statements keeps
 
 
-parsed_statements = ParsedStatements(512)  # as many texts as SQLAlchemy's compiled cache keeps
+@cached(LRUCache(_KEPT_TEXTS), key=lambda connection, sql: sql, lock=threading.Lock(), info=True)
+def kept_parse(connection: Any, sql: str) -> "duckdb.Statement | None":
+    """DuckDB's parse of sql (parsed on connection the first time), kept; None for text that takes the driver's
+    path. DuckDB parses a statement's text at every execution, and its parser (PEG, since 2.0) is a quarter of the
+    CPU of a point query (800 against 600 µs with the parse kept) and 7 ms of a 6 KB page query. A parsed statement
+    runs on any connection; DuckDB binds and plans it afresh each time, so what it reads is never stale. Only single
+    data statements are kept: transaction control and DDL take the driver's own path."""
+    try:
+        statements = connection.extract_statements(sql)
+    except duckdb.Error:
+        return None  # executed as text, for DuckDB's own error
+    if len(statements) == 1 and statements[0].type.name in _KEPT_STATEMENT_TYPES:
+        return statements[0]
+    return None
 
 
 def duckdb_statement(connection: Any, sql: str) -> "duckdb.Statement | str":
     """What to hand a DuckDB connection's execute() or sql() for this text: its kept parse, else the text."""
-    parsed = parsed_statements.get(connection, sql)
+    parsed = kept_parse(connection, sql)
     return sql if parsed is None else parsed
 
 

@@ -11,6 +11,7 @@ the store number split into the retail and eCom columns).
 """
 
 import functools
+import threading
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from typing import Literal
 import polars as pl
 import pyarrow as pa
 import sqlalchemy as sa
+from cachetools import LRUCache, cached
+from sqlalchemy.sql.cache_key import CacheKey
 
 from contracts.held_datasets import REPLENISHMENT_PARAMETERS, SALES_FORECAST_DAYS, SALES_FORECASTS
 from db.adbc import InlinedTemplate, adbc_connection, inlined
@@ -288,16 +291,17 @@ def _compiled_on_duckdb(dialect: sa.Dialect, query: sa.Executable) -> tuple[str,
     which leaves out the values) as SQLAlchemy's own compiled cache does for statements it executes: a page's
     query is built anew for each read, and compiling it was a fifth of a DuckDB page read's CPU."""
     key = query._generate_cache_key()
-    compiled = None if key is None else _compiled_queries.get(key.key)
-    if compiled is None:
-        compiled = query.compile(dialect=dialect, cache_key=key)
-        if key is not None:
-            if len(_compiled_queries) >= _COMPILED_KEPT:
-                _compiled_queries.clear()
-            _compiled_queries[key.key] = compiled
-    values = compiled.construct_params(extracted_parameters=None if key is None else key.bindparams)
+    if key is None:  # a construct SQLAlchemy does not cache
+        compiled = query.compile(dialect=dialect)
+        values = compiled.construct_params()
+    else:
+        compiled = _compiled(key.key, dialect, query, key)
+        values = compiled.construct_params(extracted_parameters=key.bindparams)
     return compiled.string, [values[name] for name in compiled.positiontup or ()]
 
 
-_COMPILED_KEPT = 256
-_compiled_queries: dict[tuple[object, ...], sa.Compiled] = {}  # cache key → compiled; emptied when full
+@cached(LRUCache(256), key=lambda shape, dialect, query, key: shape, lock=threading.Lock())
+def _compiled(shape: tuple[object, ...], dialect: sa.Dialect, query: sa.Executable, key: CacheKey) -> sa.Compiled:
+    """The query compiled for every query of its shape (DuckDB's dialect only: pages and exports on PostgreSQL
+    are read through ADBC)."""
+    return query.compile(dialect=dialect, cache_key=key)

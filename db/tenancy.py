@@ -18,11 +18,13 @@ named once in two places (an UPDATE and its own subquery) counts as bound when e
 
 import re
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from cachetools import LRUCache, cached
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import (
     BinaryExpression,
@@ -76,16 +78,13 @@ def unnamed_tenant_tables(statement: Any) -> set[str]:
     key = statement._generate_cache_key()
     if key is None:  # a construct SQLAlchemy does not cache
         return _unnamed_in(statement)
-    verdict = _verdicts.get(key.key)
-    if verdict is None:
-        if len(_verdicts) >= _VERDICTS_KEPT:
-            _verdicts.clear()
-        verdict = _verdicts[key.key] = frozenset(_unnamed_in(statement))
-    return set(verdict)
+    return set(_verdict(key.key, statement))
 
 
-_VERDICTS_KEPT = 4096
-_verdicts: dict[tuple[Any, ...], frozenset[str]] = {}  # cache key → unnamed tables; emptied when full
+@cached(LRUCache(4096), key=lambda shape, statement: shape, lock=threading.Lock())
+def _verdict(shape: tuple[Any, ...], statement: sa.ClauseElement) -> frozenset[str]:
+    """The unnamed tables of every statement of this shape."""
+    return frozenset(_unnamed_in(statement))
 
 
 def _unnamed_in(statement: sa.ClauseElement) -> set[str]:

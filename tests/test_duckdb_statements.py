@@ -1,18 +1,19 @@
-"""DuckDB engines keep DuckDB's parse of each data statement (db.engine.ParsedStatements): a statement run from its
+"""DuckDB engines keep DuckDB's parse of each data statement (db.engine.kept_parse): a statement run from its
 kept parse answers as its text would, sees schema changes made since it was parsed, fails as its text would, and
 transaction control and DDL still take the driver's own path."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from db.engine import ParsedStatements, create_engine, duckdb_statement, parsed_statements
+from db.engine import create_engine, duckdb_statement, kept_parse
 from settings import Settings
 
 
 @pytest.fixture
-def duckdb_engine(tmp_path: Path) -> sa.Engine:
+def duckdb_engine(tmp_path: Path) -> Iterator[sa.Engine]:
     engine = create_engine(Settings(data_dir=tmp_path, database_url=""))
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE items (key VARCHAR PRIMARY KEY, amount INTEGER)")
@@ -34,7 +35,7 @@ def test_a_statement_run_again_from_its_kept_parse_answers_with_the_current_rows
         assert conn.execute(select, {"least": 0}).all() == [("b", 2), ("c", 13)]
     with duckdb_engine.connect() as conn:  # the kept parse of another connection's text
         assert conn.execute(select, {"least": 3}).all() == [("c", 13)]
-        assert str(select.compile(dialect=conn.dialect)) in parsed_statements  # run from its kept parse
+        assert str(select.compile(dialect=conn.dialect)) in kept_parse.cache  # run from its kept parse
 
 
 def test_a_kept_parse_is_bound_afresh_after_the_schema_changes(duckdb_engine: sa.Engine) -> None:
@@ -74,11 +75,11 @@ def test_only_single_data_statements_are_kept(duckdb_engine: sa.Engine) -> None:
 
 
 def test_the_kept_parses_are_bounded(duckdb_engine: sa.Engine) -> None:
-    kept = ParsedStatements(size=3)
     with duckdb_engine.connect() as conn:
         raw = conn.connection.dbapi_connection
-        first = kept.get(raw, "SELECT 0")
-        assert kept.get(raw, "SELECT 0") is first  # kept
-        for number in range(1, 4):
-            kept.get(raw, f"SELECT {number}")
-        assert kept.get(raw, "SELECT 0") is not first  # pushed out by three newer texts, parsed again
+        first = kept_parse(raw, "SELECT 0")
+        assert kept_parse(raw, "SELECT 0") is first  # kept
+        for number in range(1, kept_parse.cache_info().maxsize + 1):
+            kept_parse(raw, f"SELECT {number}")
+        assert kept_parse.cache_info().currsize == kept_parse.cache_info().maxsize
+        assert kept_parse(raw, "SELECT 0") is not first  # pushed out by newer texts, parsed again
