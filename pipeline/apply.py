@@ -223,13 +223,21 @@ def _settled(judged: pl.DataFrame) -> pl.DataFrame:
     """
     judged = judged.sort("member", "item_index")
     passed = judged.filter(pl.col("verdict").is_null())
+    # Only keys that several items share need the running maximum. Polars runs a window that is not an aggregation
+    # group by group (350 ms per 100,000 keys of one item each, against 3 ms to find the shared keys), and keys
+    # of one item each are the common case: a run's batches cover different keys.
+    shared = pl.struct(_KEY).is_duplicated()
+    once, repeated = passed.filter(~shared), passed.filter(shared)
+    bar = pl.col("held_generated_at")
+    once = once.with_columns(applied=bar.is_null() | (pl.col("generated_at") >= bar)).with_columns(
+        final=pl.col("applied"))
     bar = pl.max_horizontal("held_generated_at", pl.col("generated_at").cum_max().shift(1).over(_KEY))
-    passed = passed.with_columns(applied=bar.is_null() | (pl.col("generated_at") >= bar))
+    repeated = repeated.with_columns(applied=bar.is_null() | (pl.col("generated_at") >= bar))
     last_applied = pl.when("applied").then(pl.col("member")).max().over(_KEY)
-    passed = passed.with_columns(final=pl.col("applied") & (pl.col("member") == last_applied))
+    repeated = repeated.with_columns(final=pl.col("applied") & (pl.col("member") == last_applied))
     judged_otherwise = judged.filter(pl.col("verdict").is_not_null()).with_columns(
         applied=pl.lit(None, pl.Boolean), final=pl.lit(False))
-    return pl.concat([passed, judged_otherwise])
+    return pl.concat([once, repeated, judged_otherwise])
 
 
 # --- writing ----------------------------------------------------------------------------------------------
