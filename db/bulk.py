@@ -14,6 +14,7 @@ and PostgreSQL a COPY, each row adapted by psycopg as it would be for a paramete
 """
 
 import itertools
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -27,16 +28,46 @@ import sqlalchemy as sa
 from db.adbc import adbc_connection
 from db.engine import is_duckdb
 
-# Unique within the process, so several staged tables can coexist in one transaction.
+# PostgreSQL: unique within the process, so several staged tables can coexist in one transaction (each stays until
+# the commit).
 _staged_numbers = itertools.count()
+
+
+class _DuckDBNames:
+    """Names for tables registered on DuckDB connections: the lowest number not in use, so the same few names come
+    back and the statements that read them repeat their text. A new name per table made every such statement new
+    text, which DuckDB parsed again and which pushed the statements that do repeat out of the parse and compiled
+    caches (db.engine.kept_parse, SQLAlchemy's)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_use: set[int] = set()
+
+    @contextmanager
+    def taken(self) -> Iterator[str]:
+        with self._lock:
+            number = next(n for n in itertools.count() if n not in self._in_use)
+            self._in_use.add(number)
+        try:
+            yield f"pia_staged_{number}"
+        finally:
+            with self._lock:
+                self._in_use.discard(number)
+
+
+_duckdb_names = _DuckDBNames()
 
 
 @contextmanager
 def staged(conn: sa.Connection, rows: pa.Table) -> Iterator[str]:
     """Makes the rows queryable, within the connection's current transaction, under the name yielded."""
-    name = f"pia_staged_{next(_staged_numbers)}"
-    if is_duckdb(conn.engine):
-        raw = driver_connection(conn)
+    if not is_duckdb(conn.engine):
+        name = f"pia_staged_{next(_staged_numbers)}"
+        _copy_into_temporary(conn, name, rows)
+        yield name
+        return
+    raw = driver_connection(conn)
+    with _duckdb_names.taken() as name:
         raw.register(name, rows)
         try:
             yield name
@@ -46,9 +77,6 @@ def staged(conn: sa.Connection, rows: pa.Table) -> Iterator[str]:
                 raw.unregister(name)
             raise
         raw.unregister(name)
-    else:
-        _copy_into_temporary(conn, name, rows)
-        yield name
 
 
 def driver_connection(conn: sa.Connection) -> Any:
