@@ -221,23 +221,25 @@ def _settled(judged: pl.DataFrame) -> pl.DataFrame:
     held before the batches and the runs of the key's items of earlier batches (a superseded item was earlier
     than one of those): so a running maximum per key in processing order settles every item at once.
     """
-    judged = judged.sort("member", "item_index")
-    passed = judged.filter(pl.col("verdict").is_null())
-    # Only keys that several items share need the running maximum. Polars runs a window that is not an aggregation
-    # group by group (350 ms per 100,000 keys of one item each, against 3 ms to find the shared keys), and keys
-    # of one item each are the common case: a run's batches cover different keys.
-    shared = pl.struct(_KEY).is_duplicated()
-    once, repeated = passed.filter(~shared), passed.filter(shared)
-    bar = pl.col("held_generated_at")
-    once = once.with_columns(applied=bar.is_null() | (pl.col("generated_at") >= bar)).with_columns(
-        final=pl.col("applied"))
-    bar = pl.max_horizontal("held_generated_at", pl.col("generated_at").cum_max().shift(1).over(_KEY))
-    repeated = repeated.with_columns(applied=bar.is_null() | (pl.col("generated_at") >= bar))
+    passed = judged.filter(pl.col("verdict").is_null()).sort(*_KEY, "member")  # each key's items in order
+    # The latest earlier run of each item's key, without a window: Polars runs one that is not an aggregation group
+    # by group (350 ms per 100,000 keys). Each key's items form a segment, and a run is coded as its segment's
+    # number times (runs + 1) plus its rank among the runs, so a code is above every code of earlier segments: the
+    # running maximum of the codes up to the previous row, less the item's segment base, is the rank of the latest
+    # earlier run of its key, or not positive where there is none (20 ms per 100,000 items).
+    first = pl.any_horizontal([pl.col(name).ne_missing(pl.col(name).shift(1)) for name in _KEY]).fill_null(True)
+    runs = passed.get_column("generated_at").n_unique()
+    passed = passed.with_columns(run=pl.col("generated_at").rank("dense").cast(pl.Int64),
+                                 base=first.cum_sum().cast(pl.Int64) * (runs + 1))
+    latest_earlier_run = ((pl.col("base") + pl.col("run")).cum_max().shift(1) - pl.col("base")).fill_null(0)
+    held = pl.col("held_generated_at")
+    passed = passed.with_columns(applied=(held.is_null() | (pl.col("generated_at") >= held))
+                                 & (latest_earlier_run <= pl.col("run")))
     last_applied = pl.when("applied").then(pl.col("member")).max().over(_KEY)
-    repeated = repeated.with_columns(final=pl.col("applied") & (pl.col("member") == last_applied))
+    passed = passed.with_columns(final=pl.col("applied") & (pl.col("member") == last_applied)).drop("run", "base")
     judged_otherwise = judged.filter(pl.col("verdict").is_not_null()).with_columns(
         applied=pl.lit(None, pl.Boolean), final=pl.lit(False))
-    return pl.concat([once, repeated, judged_otherwise])
+    return pl.concat([passed, judged_otherwise])
 
 
 # --- writing ----------------------------------------------------------------------------------------------
