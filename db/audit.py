@@ -18,9 +18,12 @@ from db.schema import audit_events
 
 log = logging.getLogger(__name__)
 
-# The writer wakes this often, or as soon as a batch of this many rows waits, and writes what is waiting.
-FLUSH_SECONDS = 0.2
-BATCH_ROWS = 500
+# The writer wakes this often, or as soon as a batch of this many rows waits, and writes what is waiting. Each write
+# costs the server far more than its rows (the writer thread and the event loop take turns at the interpreter while
+# it runs): every 0.2 s or 500 rows cost 15–37 µs a request more than every second or 5,000 rows in
+# benchmarks.request_overhead (2026-11-28), for rows that now appear up to a second after the answer.
+FLUSH_SECONDS = 1.0
+BATCH_ROWS = 5_000
 # Rows held while the database cannot be reached (about 1 KB each); beyond it new rows are dropped, loudly.
 QUEUE_ROWS = 20_000
 # Retries of a batch the database could not take back off up to this interval.
