@@ -227,7 +227,7 @@ def _settled(judged: pl.DataFrame) -> pl.DataFrame:
     # number times (runs + 1) plus its rank among the runs, so a code is above every code of earlier segments: the
     # running maximum of the codes up to the previous row, less the item's segment base, is the rank of the latest
     # earlier run of its key, or not positive where there is none (20 ms per 100,000 items).
-    first = pl.any_horizontal([pl.col(name).ne_missing(pl.col(name).shift(1)) for name in _KEY]).fill_null(True)
+    first = pl.any_horizontal([pl.col(name).ne_missing(pl.col(name).shift(1)) for name in _KEY])  # row 0 too
     runs = passed.get_column("generated_at").n_unique()
     passed = passed.with_columns(run=pl.col("generated_at").rank("dense").cast(pl.Int64),
                                  base=first.cum_sum().cast(pl.Int64) * (runs + 1))
