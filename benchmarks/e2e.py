@@ -40,6 +40,7 @@ from db.backoffice import load_document
 from db.bulk import ingested
 from db.clients import DEMAND_PLANNING_PERMISSION
 from db.engine import create_engine
+from db.held_quantities import stored_value
 from db.migrate import upgrade
 from db.schema import sales_forecasts
 from db.secrets import new_secret_key
@@ -188,7 +189,7 @@ def held_rows(documents: list[dict], tenant_id: str) -> pl.DataFrame:
         "sku_number": [item["skuNumber"] for item in items],
         "horizon_start_date": [item["horizonStartDate"] for item in items],
         "horizon_end_date": [item["horizonEndDate"] for item in items],
-        "quantities": [orjson.dumps(item["quantities"]).decode() for item in items],
+        "quantities": [stored_value(item["quantities"]) for item in items],
         "generated_at": [now] * len(items), "modified_time": [now] * len(items),
         "batch_id": [str(uuid.uuid4())] * len(items),
     }).with_columns(pl.col("horizon_start_date", "horizon_end_date").str.to_date())

@@ -24,7 +24,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
-import orjson
 import pyarrow as pa
 import sqlalchemy as sa
 
@@ -33,9 +32,10 @@ from benchmarks.measure import load, process_cpu
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
 from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER
 from db.adbc import adbc_connection
-from db.bulk import driver_connection, staged
+from db.bulk import driver_connection, ingested
 from db.clients import DEMAND_PLANNING_PERMISSION, update_client
 from db.engine import create_engine
+from db.held_quantities import stored_value
 from db.ids import new_id, utc_now
 from db.migrate import upgrade
 from db.schema import sales_forecasts
@@ -55,7 +55,7 @@ def seed(settings: Settings, stores: int) -> tuple[str, str, str]:
     upgrade(engine)
     tenant_id = create_tenant(engine, "held reads benchmark", is_test=True)
     count, now = stores * SKUS_PER_STORE, utc_now()
-    quantities = [orjson.dumps([f"{(row + day) % 97}.25" for day in range(DAYS)]).decode() for row in range(997)]
+    quantities = [stored_value(f"{(row + day) % 97}.25" for day in range(DAYS)) for row in range(997)]
     start = now.date() - timedelta(days=1)
     rows = pa.table({
         "tenant_id": [tenant_id] * count, "is_ecom": [False] * count,
@@ -63,12 +63,12 @@ def seed(settings: Settings, stores: int) -> tuple[str, str, str]:
         "sku_number": [f"{100000 + row % SKUS_PER_STORE}" for row in range(count)],
         "horizon_start_date": pa.array([start] * count, pa.date32()),
         "horizon_end_date": pa.array([start + timedelta(days=DAYS - 1)] * count, pa.date32()),
-        "quantities": [quantities[row % len(quantities)] for row in range(count)],
+        "quantities": pa.array([quantities[row % len(quantities)] for row in range(count)], pa.binary()),
         "generated_at": pa.array([now] * count, pa.timestamp("us", "UTC")),
         "modified_time": pa.array([now] * count, pa.timestamp("us", "UTC")),
         "batch_id": [new_id()] * count})
     names = ", ".join(rows.column_names)
-    with engine.begin() as conn, staged(conn, rows) as source:
+    with engine.begin() as conn, ingested(conn, rows) as source:
         conn.execute(sa.text(f"INSERT INTO {sales_forecasts.name} ({names}) SELECT {names} FROM {source}"))
     if engine.dialect.name == "postgresql":  # fresh statistics, as autovacuum would gather soon after a load
         with engine.begin() as conn:

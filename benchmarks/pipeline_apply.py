@@ -33,7 +33,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 import pyarrow as pa
 import sqlalchemy as sa
@@ -41,18 +40,18 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from benchmarks.measure import database_backends_cpu, database_cpu_since, load
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
-from contracts.rendering import decimal
 from db.backoffice import load_document
 from db.batches import StagedBatch, record_batch
 from db.bulk import ingested, staged
 from db.engine import create_engine
+from db.held_quantities import stored, stored_value
 from db.ids import new_id
 from db.migrate import upgrade
 from db.schema import sales_forecasts
 from db.staging import stage_items, staged_name
 from db.tenants import create_tenant
 from pipeline import bulk
-from pipeline.apply import _KEY, BatchItems, _frame, _settled, apply_batch, quantities_json
+from pipeline.apply import _KEY, BatchItems, _frame, _settled, apply_batch
 from pipeline.worker import Pipeline, tenant_locks_for
 from settings import Settings
 
@@ -122,12 +121,12 @@ def apply_in_transaction(engine: sa.Engine, tenant_id: str, kind: str, generated
 
 
 def row_wise_forecasts(engine: sa.Engine, tenant_id: str, generated_at: datetime, items: pa.Table) -> None:
-    """The baseline: per-element rendering in Python, one executemany upsert; no checks, no purge."""
+    """The baseline: per-element conversion in Python, one executemany upsert; no checks, no purge."""
     now = datetime.now(UTC)
     rows = [{"tenant_id": tenant_id, "is_ecom": False, "store_number": item["retail_store_number"],
              "sku_number": item["sku_number"], "horizon_start_date": item["horizon_start_date"],
              "horizon_end_date": item["horizon_end_date"],
-             "quantities": "[" + ",".join(f'"{decimal(q)}"' for q in item["quantities"]) + "]",
+             "quantities": stored_value(item["quantities"]),
              "generated_at": generated_at, "modified_time": now, "batch_id": "baseline"}
             for item in items.to_pylist()]
     statement = pg_insert(sales_forecasts)
@@ -153,7 +152,7 @@ def cpu_report(engine: sa.Engine, label: str, items: int) -> Iterator[None]:
 def held_rows(tenant_id: str, store: int, generated_at: datetime) -> pl.DataFrame:
     """5,000 rows as the pipeline holds them, with `held` for pipeline.bulk.write."""
     now = datetime.now(UTC)
-    quantities = orjson.dumps([f"{day % 17}.{day % 4}" for day in range(DAYS)]).decode()
+    quantities = stored_value(f"{day % 17}.{day % 4}" for day in range(DAYS))
     return pl.DataFrame({
         "tenant_id": [tenant_id] * ITEMS, "is_ecom": [False] * ITEMS, "store_number": [f"{1000 + store}"] * ITEMS,
         "sku_number": [f"{700000 + i}" for i in range(ITEMS)],
@@ -244,13 +243,12 @@ def bench(engine: sa.Engine, batches: int) -> None:
     report("replenishment, updating store lines", run(REPLENISHMENT_PARAMETER, parameters, second))
 
 
-def rendering(batch: pa.Table) -> None:
-    """Quantities to JSON text: vectorised Polars (as apply_batch does) against a Python loop."""
+def storing(batch: pa.Table) -> None:
+    """Quantities to their stored bytes: vectorised (as apply_batch does) against a Python loop."""
     frame = pl.from_arrow(batch)
-    vectorised = timed(lambda: frame.select(quantities_json("quantities")))
-    looped = timed(lambda: ["[" + ",".join(f'"{decimal(q)}"' for q in row) + "]"
-                            for row in batch.column("quantities").to_pylist()])
-    print(f"quantities rendering, {ITEMS} x {DAYS}: Polars {vectorised:.1f} ms, Python loop {looped:.1f} ms "
+    vectorised = timed(lambda: stored(frame.get_column("quantities")))
+    looped = timed(lambda: [stored_value(row) for row in batch.column("quantities").to_pylist()])
+    print(f"quantities to stored bytes, {ITEMS} x {DAYS}: vectorised {vectorised:.1f} ms, Python loop {looped:.1f} ms "
           f"({looped / vectorised:.0f}x)")
 
 
@@ -325,7 +323,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10,
                         help=f"batches per measurement, at most {MAX_BATCHES} (1,000,000 items)")
     batches = min(parser.parse_args().batches, MAX_BATCHES)
-    rendering(forecast_batch(0, date.today(), random.Random(1)))
+    storing(forecast_batch(0, date.today(), random.Random(1)))
     settling()
     for label, engine_of in (("DuckDB (temporary file)", duckdb_engine), ("PostgreSQL", postgres_engine)):
         print(f"{label}: {batches} batches of {ITEMS:,} items per measurement")

@@ -23,11 +23,12 @@ AUDIT_ROW_KEY = ("tenant_id", "store_kind", "store_number", "sku_number")
 
 # One row per held sales forecast that GET /sales_forecasts returns today (UTC). Columns:
 #   horizon_start_date, horizon_end_date  as held
+#   quantities_readable     the quantities are held as whole 8-byte integers (of ten-thousandths)
 #   horizon_days            the number of quantities held
 #   expected_end_date       horizon_start_date + (horizon_days - 1) days
-#   unreadable_quantities   quantities that are not decimal strings
+#   out_of_range_quantities quantities beyond DECIMAL(18,4) (held as integers of ten-thousandths, so a quantity
+#                           always has at most 4 decimals, but 8 bytes hold a few more digits than 18)
 #   smallest_quantity       the smallest quantity (a float: its sign is exact); null when none is readable
-#   most_decimals           the most decimals any quantity has
 #   ended_before_today      horizon_end_date is before today (UTC): such a row is expired and must not be returned
 #   store_known, sku_known  the tenant has a store of that kind with that number, and a SKU with that number
 HELD_SALES_FORECASTS = "held_sales_forecasts"
@@ -64,13 +65,12 @@ def _never(column: str, name: str, rule: str) -> gxe.Expectation:
 
 def _forecast_expectations() -> list[gxe.Expectation]:
     return [
-        _named(gxe.ExpectColumnValuesToBeBetween, "forecast_quantities_are_decimals",
-               "Quantities are decimal strings", column="unreadable_quantities", min_value=0, max_value=0),
+        _always("quantities_readable", "forecast_quantities_readable", "Quantities are held as whole 8-byte integers"),
+        _named(gxe.ExpectColumnValuesToBeBetween, "forecast_quantities_fit_decimal",
+               f"Quantities fit DECIMAL(18,{MAX_DECIMAL_PLACES})", column="out_of_range_quantities",
+               min_value=0, max_value=0),
         _named(gxe.ExpectColumnValuesToBeBetween, "forecast_quantities_non_negative",
                "Quantities are non-negative", column="smallest_quantity", min_value=0),
-        _named(gxe.ExpectColumnValuesToBeBetween, "forecast_quantities_at_most_4_decimals",
-               f"Quantities have at most {MAX_DECIMAL_PLACES} decimals", column="most_decimals",
-               max_value=MAX_DECIMAL_PLACES),
         _named(gxe.ExpectColumnValuesToBeBetween, "forecast_horizon_length_allowed",
                f"A horizon has at least one day and at most {MAX_HORIZON_DAYS}", column="horizon_days",
                min_value=1, max_value=MAX_HORIZON_DAYS),

@@ -161,6 +161,9 @@ def _postgres_type(arrow_type: pa.DataType) -> str:
         return "timestamptz"
     if pa.types.is_decimal(arrow_type):
         return f"numeric({arrow_type.precision}, {arrow_type.scale})"
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type) \
+            or pa.types.is_binary_view(arrow_type):
+        return "bytea"
     raise TypeError(f"no PostgreSQL type for staged Arrow type {arrow_type}")
 
 

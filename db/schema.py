@@ -593,7 +593,8 @@ sales_forecasts = sa.Table(
     sa.Column("sku_number", sa.String(64), primary_key=True),
     sa.Column("horizon_start_date", sa.Date, nullable=False),
     sa.Column("horizon_end_date", sa.Date, nullable=False),
-    sa.Column("quantities", sa.Text, nullable=False),  # JSON array of canonical decimal strings
+    # One per day of the horizon, each in ten-thousandths as an 8-byte integer, one after another (db.held_quantities).
+    sa.Column("quantities", sa.LargeBinary, nullable=False),
     _instant("generated_at"),
     _instant("modified_time"),
     sa.Column("batch_id", sa.String(36), nullable=False),

@@ -23,6 +23,7 @@ from polars.expr.whenthen import ChainedThen
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from contracts.limits import MAX_REJECTED_ITEMS_LISTED
 from db.bulk import staged
+from db.held_quantities import stored
 from db.schema import sales_forecasts, store_assortment_lines
 from pipeline import bulk
 
@@ -244,31 +245,12 @@ def _settled(judged: pl.DataFrame) -> pl.DataFrame:
 
 # --- writing ----------------------------------------------------------------------------------------------
 
-# The stored scale. Its text always has a dot and four decimals, which the trimming below relies on.
-_QUANTITY = pl.Decimal(18, 4)
-
-
-def canonical_decimal(value: pl.Expr) -> pl.Expr:
-    """Decimals (of the stored scale at most) as contracts.rendering.decimal renders them ("12", "0.5"),
-    column-wise."""
-    # Trailing zeros go, then a dot left last: twice as fast as one regular expression.
-    return value.cast(_QUANTITY).cast(pl.String).str.strip_chars_end("0").str.strip_chars_end(".")
-
-
-def quantities_json(column: str) -> pl.Expr:
-    """A list of decimals as the held JSON text: an array of canonical decimal strings, built column-wise
-    (about a tenth of the time of a Python loop)."""
-    # Digits and a dot only: nothing JSON would escape.
-    return pl.concat_str(pl.lit('["'), pl.col(column).list.eval(canonical_decimal(pl.element())).list.join('","'),
-                         pl.lit('"]'))
-
-
 def _write_forecasts(conn: sa.Connection, tenant_id: str, now: datetime, settled: pl.DataFrame) -> int:
     """Replaces the held forecast of each key whole: horizon, quantities and provenance."""
     rows = settled.filter("final").select(
-        pl.lit(tenant_id).alias("tenant_id"), *_KEY, "horizon_start_date", "horizon_end_date",
-        quantities_json("quantities").alias("quantities"), "generated_at", pl.lit(now).alias("modified_time"),
-        "batch_id", "held")
+        pl.lit(tenant_id).alias("tenant_id"), *_KEY, "horizon_start_date", "horizon_end_date", "quantities",
+        "generated_at", pl.lit(now).alias("modified_time"), "batch_id", "held")
+    rows = rows.with_columns(stored(rows.get_column("quantities")))
     key = ("tenant_id", *_KEY)
     return _written(rows, bulk.write(conn, sales_forecasts, rows, key,
                                      [name for name in rows.columns if name not in (*key, "held")]))

@@ -33,6 +33,7 @@ from contracts.held_data_expectations import (
 )
 from contracts.limits import MAX_PAGE_SIZE
 from db.held import KeyT, Page, replenishment_parameter_page, unexpired_forecasts
+from db.held_quantities import SCALE, integers
 from pipeline import bulk
 
 _DECIMAL = pl.Decimal(18, 4)
@@ -86,9 +87,10 @@ _KNOWN_STORES = """
 """
 _KNOWN_SKUS = "SELECT number AS sku_number FROM skus WHERE tenant_id = :tenant_id"
 
-# A quantity as held: a JSON string of a decimal. Tokens are the array's strings, or anything else between commas.
-_QUANTITY_TOKEN = r'"[^"]*"|[^,\[\]\s"]+'
-_READABLE_QUANTITY = r'^"-?\d+(\.\d+)?"$'
+# A quantity is held as its integer of ten-thousandths in 8 bytes (db.held_quantities): DECIMAL(18,4) holds 18
+# digits of it.
+_QUANTITY_BYTES = 8
+_LARGEST_QUANTITY_HELD = 10**18 - 1
 
 
 def _held_forecasts(engine: sa.Engine, tenant_id: str, today: date) -> pl.DataFrame:
@@ -99,27 +101,28 @@ def _held_forecasts(engine: sa.Engine, tenant_id: str, today: date) -> pl.DataFr
         rows = conn.execute(sa.select(*(unexpired.c[name] for name in held_columns))).all()
         held = pl.DataFrame(rows, orient="row", schema={
             "is_ecom": pl.Boolean, "store_number": pl.String, "sku_number": pl.String,
-            "horizon_start_date": pl.Date, "horizon_end_date": pl.Date, "quantities": pl.String})
+            "horizon_start_date": pl.Date, "horizon_end_date": pl.Date, "quantities": pl.Binary})
         stores = bulk.fetch(conn, _KNOWN_STORES, {"tenant_id": tenant_id},
                             {"is_ecom": pl.Boolean, "store_number": pl.String})
         skus = bulk.fetch(conn, _KNOWN_SKUS, {"tenant_id": tenant_id}, {"sku_number": pl.String})
-    tokens = pl.col("quantities").str.extract_all(_QUANTITY_TOKEN)
-    readable = pl.element().str.contains(_READABLE_QUANTITY)
+    size = pl.col("quantities").bin.size()
+    held = held.with_columns(quantities_readable=size % _QUANTITY_BYTES == 0, horizon_days=size // _QUANTITY_BYTES)
+    # Bytes of a length no quantities have are reported as such; the rest are read.
+    readable = held.select(pl.when("quantities_readable").then("quantities").otherwise(pl.lit(b""))).to_series()
+    held = held.with_columns(pl.Series("quantities", integers(readable.to_arrow())))
+    quantities = pl.col("quantities")
     return (held
             .join(stores.with_columns(store_known=pl.lit(True)), on=["is_ecom", "store_number"], how="left")
             .join(skus.with_columns(sku_known=pl.lit(True)), on="sku_number", how="left")
-            .with_columns(tokens.alias("tokens"))
             .select(
                 pl.lit(tenant_id).alias("tenant_id"), _store_kind(pl.col("is_ecom")).alias("store_kind"),
                 "store_number", "sku_number", "horizon_start_date", "horizon_end_date",
-                horizon_days := pl.col("tokens").list.len().alias("horizon_days"),
+                "quantities_readable", horizon_days := pl.col("horizon_days"),
                 (pl.col("horizon_start_date") + pl.duration(days=horizon_days - 1)).alias("expected_end_date"),
-                pl.col("tokens").list.eval(~readable).list.sum().alias("unreadable_quantities"),
+                quantities.list.eval(pl.element().abs() > _LARGEST_QUANTITY_HELD).list.sum()
+                .alias("out_of_range_quantities"),
                 # A float's sign is exact, which is all "non-negative" asks of it.
-                pl.col("tokens").list.eval(pl.element().str.strip_chars('"').cast(pl.Float64, strict=False))
-                .list.min().alias("smallest_quantity"),
-                pl.col("tokens").list.eval(pl.element().str.extract(r"\.(\d+)").str.len_chars().fill_null(0))
-                .list.max().alias("most_decimals"),
+                (quantities.list.min() / 10**SCALE).alias("smallest_quantity"),
                 (pl.col("horizon_end_date") < today).alias("ended_before_today"),
                 pl.col("store_known").fill_null(False), pl.col("sku_known").fill_null(False)))
 

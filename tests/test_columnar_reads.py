@@ -6,13 +6,13 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
-import orjson
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
 from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER, REPLENISHMENT_PARAMETERS, SALES_FORECASTS
 from contracts.rendering import decimal, instant
+from db.held_quantities import stored_value
 from db.ids import new_id, utc_now
 from db.schema import sales_forecasts
 from serving.demo import seed_demo_tenant
@@ -35,7 +35,7 @@ def held_rows(tenant_id: str, today: date, quantities: list[str]) -> list[dict[s
         days = (end - today).days + 2
         return {"tenant_id": tenant_id, "is_ecom": is_ecom, "store_number": store, "sku_number": sku,
                 "horizon_start_date": today - timedelta(days=1), "horizon_end_date": end,
-                "quantities": orjson.dumps((quantities * days)[:days]).decode(), "generated_at": GENERATED,
+                "quantities": stored_value((quantities * days)[:days]), "generated_at": GENERATED,
                 "modified_time": MODIFIED, "batch_id": new_id()}
 
     live = [row(is_ecom, store, sku, today + timedelta(days=len(numbers))) for is_ecom, store, numbers in STORES

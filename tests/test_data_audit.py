@@ -13,7 +13,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 import pytest
 import sqlalchemy as sa
@@ -22,6 +21,7 @@ from click.testing import CliRunner
 from contracts.batch_kinds import REPLENISHMENT_PARAMETER, SALES_FORECAST
 from db.backoffice import load_document
 from db.engine import create_engine
+from db.held_quantities import stored_value
 from db.ids import new_id
 from db.schema import retail_stores, sales_forecasts, skus, store_assortment_lines
 from db.tenants import create_tenant
@@ -93,8 +93,8 @@ def test_clean_data_passes_and_each_corruption_is_named(own_store: tuple[Setting
         conn.execute(sales_forecasts.insert().values(
             tenant_id=tenant_id, is_ecom=False, store_number="1002", sku_number="100001",
             horizon_start_date=today - timedelta(days=3), horizon_end_date=today - timedelta(days=1),
-            quantities='["1","2","3"]', generated_at=datetime.now(UTC), modified_time=datetime.now(UTC),
-            batch_id=new_id()))
+            quantities=stored_value(["1", "2", "3"]), generated_at=datetime.now(UTC),
+            modified_time=datetime.now(UTC), batch_id=new_id()))
 
     code, summary, stderr = run_audit(settings)
     assert code == 0, (stderr, summary)
@@ -112,8 +112,11 @@ def test_clean_data_passes_and_each_corruption_is_named(own_store: tuple[Setting
 
     with engine.begin() as conn:
         seven = ["1.5"] * 7
-        corrupt_forecast(conn, tenant_id, "100001", quantities=orjson.dumps(["-1", *seven[1:]]).decode())
-        corrupt_forecast(conn, tenant_id, "100002", quantities=orjson.dumps([*seven[:6], "1.23456"]).decode())
+        corrupt_forecast(conn, tenant_id, "100001", quantities=stored_value(["-1", *seven[1:]]))
+        # One ten-thousandth more than DECIMAL(18,4) holds: 8 bytes take it.
+        corrupt_forecast(conn, tenant_id, "100002", quantities=stored_value(seven[:6]) + (10**18).to_bytes(8, "big"))
+        # A byte more than seven quantities.
+        corrupt_forecast(conn, tenant_id, "100005", quantities=stored_value(seven) + b"\x00")
         corrupt_forecast(conn, tenant_id, "100003", horizon_end_date=today + timedelta(days=7))
         corrupt_forecast(conn, tenant_id, "100004", sku_number="999999")
         conn.execute(store_assortment_lines.update().where(store_line_of(tenant_id, "100003"))
@@ -129,10 +132,10 @@ def test_clean_data_passes_and_each_corruption_is_named(own_store: tuple[Setting
     assert code == 1, (stderr, summary)
     outcomes = expectations(summary)
     failed = {name for name, outcome in outcomes.items() if not outcome["success"]}
-    assert failed == {"forecast_quantities_non_negative", "forecast_quantities_at_most_4_decimals",
-                      "forecast_horizon_end_is_start_plus_length", "forecast_sku_known",
-                      "parameter_reorder_point_below_maximum", "store_line_sku_known"}
-    assert "6 expectation(s) failed" in stderr
+    assert failed == {"forecast_quantities_readable", "forecast_quantities_non_negative",
+                      "forecast_quantities_fit_decimal", "forecast_horizon_end_is_start_plus_length",
+                      "forecast_sku_known", "parameter_reorder_point_below_maximum", "store_line_sku_known"}
+    assert "7 expectation(s) failed" in stderr
 
     def offending(name: str) -> dict[str, Any]:
         outcome = outcomes[name]
@@ -143,8 +146,9 @@ def test_clean_data_passes_and_each_corruption_is_named(own_store: tuple[Setting
 
     assert offending("forecast_quantities_non_negative")["sku_number"] == "100001"
     assert offending("forecast_quantities_non_negative")["smallest_quantity"] == -1
-    assert offending("forecast_quantities_at_most_4_decimals")["sku_number"] == "100002"
-    assert offending("forecast_quantities_at_most_4_decimals")["most_decimals"] == 5
+    assert offending("forecast_quantities_fit_decimal")["sku_number"] == "100002"
+    assert offending("forecast_quantities_fit_decimal")["out_of_range_quantities"] == 1
+    assert offending("forecast_quantities_readable")["sku_number"] == "100005"
     wrong_end = offending("forecast_horizon_end_is_start_plus_length")
     assert (wrong_end["sku_number"], wrong_end["horizon_end_date"], wrong_end["expected_end_date"]) == \
         ("100003", (today + timedelta(days=7)).isoformat(), (today + timedelta(days=6)).isoformat())

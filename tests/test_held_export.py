@@ -33,6 +33,7 @@ from db.held_export import (
     replenishment_parameter_batches,
     sales_forecast_batches,
 )
+from db.held_quantities import stored_value
 from db.ids import new_id, utc_now
 from db.schema import sales_forecasts
 from db.tenants import create_tenant
@@ -168,7 +169,7 @@ def test_the_reader_holds_one_batch_while_the_database_streams(engine: sa.Engine
     today = utc_now().date()
     # 60 days of quantities: some 20 MB of CSV, more than the socket's buffers hold.
     template = {**held_rows(tenant_id, today, ["1.2345"])[0], "horizon_end_date": today + timedelta(days=58),
-                "quantities": orjson.dumps(["1.2345"] * 60).decode()}
+                "quantities": stored_value(["1.2345"] * 60)}
     with engine.begin() as conn:
         conn.execute(sales_forecasts.insert(), [{**template, "sku_number": f"{n:06d}"} for n in range(30_000)])
     batches = sales_forecast_batches(engine, tenant_id, today=today, batch_rows=1_000)

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from db.backoffice import load_document
 from db.held import ForecastKey, ParameterKey
 from db.held_export import replenishment_parameter_arrow_page, sales_forecast_arrow_page
+from db.held_quantities import stored_value
 from db.ids import new_id
 from db.schema import assortment_lines, assortments, retail_stores, sales_forecasts, skus, store_assortment_lines
 from db.tenants import create_tenant
@@ -41,7 +42,7 @@ def forecast_row(tenant_id: str, is_ecom: bool, store: str, sku: str, *, end: da
     days = (end - TODAY).days + 2
     return {"tenant_id": tenant_id, "is_ecom": is_ecom, "store_number": store, "sku_number": sku,
             "horizon_start_date": TODAY - timedelta(days=1), "horizon_end_date": end,
-            "quantities": orjson.dumps([quantity] * days).decode(), "generated_at": GENERATED,
+            "quantities": stored_value([quantity] * days), "generated_at": GENERATED,
             "modified_time": MODIFIED, "batch_id": new_id()}
 
 

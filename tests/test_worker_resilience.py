@@ -14,10 +14,11 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
-import orjson
+import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
@@ -25,6 +26,7 @@ from db.backoffice import load_document
 from db.batches import in_line, oldest_unfinished, outcomes, tenants_ready
 from db.clients import DEMAND_PLANNING_PERMISSION
 from db.engine import is_duckdb
+from db.held_quantities import as_decimals
 from db.ids import new_id, utc_now
 from db.schema import batches, sales_forecasts
 from db.tenants import create_tenant
@@ -67,11 +69,12 @@ def _state(engine: sa.Engine, tenant_id: str, batch_id: str) -> sa.Row:
                             .where(batches.c.tenant_id == tenant_id, batches.c.batch_id == batch_id)).one()
 
 
-def _held_quantity(engine: sa.Engine, tenant_id: str) -> str:
+def _held_quantity(engine: sa.Engine, tenant_id: str) -> Decimal:
+    """The first day's quantity of the tenant's one held forecast."""
     with engine.connect() as conn:
         quantities = conn.execute(sa.select(sales_forecasts.c.quantities)
                                   .where(sales_forecasts.c.tenant_id == tenant_id)).scalar_one()
-    return orjson.loads(quantities)[0]
+    return as_decimals(pa.array([quantities])).to_pylist()[0][0]
 
 
 
@@ -111,7 +114,7 @@ def test_transient_failure_is_retried_with_backoff_then_failed(own_store) -> Non
                         retry=RetryPolicy(max_attempts=3, base_seconds=60, max_seconds=3600),
                         lock_timeout_seconds=0.2, clock=clock)
     _upload(settings, engine, held_up, run=1)
-    assert pipeline.process_pending() == 1 and _held_quantity(engine, held_up) == "1"
+    assert pipeline.process_pending() == 1 and _held_quantity(engine, held_up) == 1
     blocked, unaffected = _upload(settings, engine, held_up, run=2), _upload(settings, engine, other, run=2)
 
     with _held_forecasts_written_elsewhere(engine, held_up):
@@ -134,11 +137,11 @@ def test_transient_failure_is_retried_with_backoff_then_failed(own_store) -> Non
     cause = "TransactionException" if is_duckdb(engine) else "LockNotAvailable"
     assert state.error_message == (f"Gave up after 3 attempts: the database failed each time (last: {cause}); "
                                    "nothing was applied.")
-    assert _held_quantity(engine, held_up) == "1"
+    assert _held_quantity(engine, held_up) == 1
     # The tenant's later batches go on.
     later = _upload(settings, engine, held_up, run=3)
     assert pipeline.process_pending() == 1
-    assert _state(engine, held_up, later).progress == "COMPLETED" and _held_quantity(engine, held_up) == "3"
+    assert _state(engine, held_up, later).progress == "COMPLETED" and _held_quantity(engine, held_up) == 3
 
 
 @pytest.mark.parametrize(("damage", "message"), [
@@ -161,7 +164,7 @@ def test_terminal_failure_fails_at_once_and_the_tenant_goes_on(own_store, damage
     assert pipeline.process_pending() == 2
     state = _state(engine, tenant, broken)
     assert (state.progress, state.attempts, state.retry_at, state.error_message) == ("FAILED", 1, None, message)
-    assert _state(engine, tenant, good).progress == "COMPLETED" and _held_quantity(engine, tenant) == "2"
+    assert _state(engine, tenant, good).progress == "COMPLETED" and _held_quantity(engine, tenant) == 2
 
 
 def test_batch_interrupted_at_every_attempt_is_failed_at_the_maximum(own_store) -> None:

@@ -5,7 +5,15 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-from pipeline.apply import canonical_decimal
+# The stored scale. Its text always has a dot and four decimals, which the trimming below relies on.
+_DECIMAL = pl.Decimal(18, 4)
+
+
+def canonical_decimal(value: pl.Expr) -> pl.Expr:
+    """Decimals (of the stored scale at most) as contracts.rendering.decimal renders them ("12", "0.5"),
+    column-wise."""
+    # Trailing zeros go, then a dot left last: twice as fast as one regular expression.
+    return value.cast(_DECIMAL).cast(pl.String).str.strip_chars_end("0").str.strip_chars_end(".")
 
 
 def _instant(column: str) -> pl.Expr:
