@@ -17,9 +17,9 @@ import pyarrow as pa
 
 from contracts.held_datasets import DECIMAL
 
-# The stored scale: a quantity q is held as the integer q × 10**SCALE.
+# The stored scale: a quantity q is held as the integer q × 10**SCALE, in QUANTITY_BYTES bytes.
 SCALE = DECIMAL.scale
-_WIDTH = 8
+QUANTITY_BYTES = 8
 _STORED_INTEGER = np.dtype(">i8")
 _DECIMAL = pl.Decimal(DECIMAL.precision, SCALE)
 
@@ -33,13 +33,13 @@ def stored(quantities: pl.Series) -> pl.Series:
     offsets = _offsets(lists)
     values = lists.flatten().to_numpy(zero_copy_only=False).astype(_STORED_INTEGER)
     stored_bytes = pa.Array.from_buffers(pa.large_binary(), len(lists), [
-        None, pa.py_buffer((offsets - offsets[0]) * _WIDTH), pa.py_buffer(values)])
+        None, pa.py_buffer((offsets - offsets[0]) * QUANTITY_BYTES), pa.py_buffer(values)])
     return pl.Series(quantities.name, stored_bytes, pl.Binary)
 
 
 def stored_value(quantities: Iterable[Decimal | str]) -> bytes:
     """One forecast's quantities as stored, for rows written one by one (seeding, benchmarks, tests)."""
-    return b"".join(int(Decimal(quantity).scaleb(SCALE)).to_bytes(_WIDTH, "big", signed=True)
+    return b"".join(int(Decimal(quantity).scaleb(SCALE)).to_bytes(QUANTITY_BYTES, "big", signed=True)
                     for quantity in quantities)
 
 
@@ -52,12 +52,13 @@ def integers(stored_bytes: pa.Array | pa.ChunkedArray) -> pa.LargeListArray:
     if stored_bytes.null_count:
         raise ValueError("held quantities are never null")
     offsets = _offsets(stored_bytes)
-    if np.any((offsets - offsets[0]) % _WIDTH):
+    if np.any((offsets - offsets[0]) % QUANTITY_BYTES):
         raise ValueError("held quantities that are not a whole number of 8-byte integers")
-    count = int(offsets[-1] - offsets[0]) // _WIDTH
+    count = int(offsets[-1] - offsets[0]) // QUANTITY_BYTES
     data = stored_bytes.buffers()[2]
     values = np.frombuffer(data, _STORED_INTEGER, count, int(offsets[0])) if count else np.empty(0, _STORED_INTEGER)
-    return pa.LargeListArray.from_arrays(pa.array((offsets - offsets[0]) // _WIDTH), pa.array(values.astype(np.int64)))
+    return pa.LargeListArray.from_arrays(pa.array((offsets - offsets[0]) // QUANTITY_BYTES),
+                                         pa.array(values.astype(np.int64)))
 
 
 def as_decimals(stored_bytes: pa.Array | pa.ChunkedArray) -> pa.LargeListArray:

@@ -31,9 +31,10 @@ from contracts.held_data_expectations import (
     STORE_ASSORTMENT_LINES,
     held_data_suites,
 )
+from contracts.held_datasets import DECIMAL
 from contracts.limits import MAX_PAGE_SIZE
 from db.held import KeyT, Page, replenishment_parameter_page, unexpired_forecasts
-from db.held_quantities import SCALE, integers
+from db.held_quantities import QUANTITY_BYTES, SCALE, integers
 from pipeline import bulk
 
 _DECIMAL = pl.Decimal(18, 4)
@@ -87,10 +88,8 @@ _KNOWN_STORES = """
 """
 _KNOWN_SKUS = "SELECT number AS sku_number FROM skus WHERE tenant_id = :tenant_id"
 
-# A quantity is held as its integer of ten-thousandths in 8 bytes (db.held_quantities): DECIMAL(18,4) holds 18
-# digits of it.
-_QUANTITY_BYTES = 8
-_LARGEST_QUANTITY_HELD = 10**18 - 1
+# A quantity is held as its integer of ten-thousandths (db.held_quantities), of which DECIMAL(18,4) holds 18 digits.
+_LARGEST_QUANTITY_HELD = 10**DECIMAL.precision - 1
 
 
 def _held_forecasts(engine: sa.Engine, tenant_id: str, today: date) -> pl.DataFrame:
@@ -106,7 +105,7 @@ def _held_forecasts(engine: sa.Engine, tenant_id: str, today: date) -> pl.DataFr
                             {"is_ecom": pl.Boolean, "store_number": pl.String})
         skus = bulk.fetch(conn, _KNOWN_SKUS, {"tenant_id": tenant_id}, {"sku_number": pl.String})
     size = pl.col("quantities").bin.size()
-    held = held.with_columns(quantities_readable=size % _QUANTITY_BYTES == 0, horizon_days=size // _QUANTITY_BYTES)
+    held = held.with_columns(quantities_readable=size % QUANTITY_BYTES == 0, horizon_days=size // QUANTITY_BYTES)
     # Bytes of a length no quantities have are reported as such; the rest are read.
     readable = held.select(pl.when("quantities_readable").then("quantities").otherwise(pl.lit(b""))).to_series()
     held = held.with_columns(pl.Series("quantities", integers(readable.to_arrow())))
