@@ -2,7 +2,10 @@
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from typing import Any
 
+import orjson
+import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -10,6 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from db.engine import create_engine
+from db.held_quantities import as_decimals, stored_value
 from db.ids import new_id
 from db.migrate import _config, current_revision, head_revision, upgrade
 from db.schema import (
@@ -202,3 +206,36 @@ def test_the_database_refuses_negative_stock(engine) -> None:
     for values in ({"on_hand": -1}, {"reserved": -1}, {"reserved": sa.column("reserved") - 1}):
         with pytest.raises(sa.exc.DBAPIError, match="(?i)check"), engine.begin() as conn:
             conn.execute(stock_levels.update().where(stock_levels.c.tenant_id == tenant).values(values))
+
+
+def test_held_forecast_quantities_become_their_stored_bytes_and_back(tmp_path, backend, postgres_url) -> None:
+    """0017 turns each held forecast's JSON text into the bytes the pipeline writes (db.held_quantities), read back
+    as the same decimals; undone, it writes the same text again."""
+    engine = _engine_at("0016", tmp_path, backend, postgres_url, "quantities_probe")
+    horizons = {"100001": ["0.0001", "99999999999999.9999", "0", "12", "1.5", "10.25"], "100002": ["7"]}
+    texts = {sku: orjson.dumps(quantities).decode() for sku, quantities in horizons.items()}
+    with engine.begin() as conn:
+        for sku, text in texts.items():
+            conn.execute(sa.text(
+                "INSERT INTO sales_forecasts (tenant_id, is_ecom, store_number, sku_number, horizon_start_date, "
+                "horizon_end_date, quantities, generated_at, modified_time, batch_id) VALUES ('t', FALSE, '1001', "
+                ":sku, '2026-11-01', '2026-11-06', :text, :now, :now, 'b')"),
+                {"sku": sku, "text": text, "now": datetime(2026, 11, 1, tzinfo=UTC)})
+    upgrade(engine)
+
+    def held(column: str) -> dict[str, Any]:
+        with engine.connect() as conn:
+            return dict(conn.execute(sa.text(f"SELECT sku_number, {column} FROM sales_forecasts")).all())
+
+    stored = held("quantities")
+    assert stored == {sku: stored_value(quantities) for sku, quantities in horizons.items()}
+    decimals = as_decimals(pa.array(list(stored.values()), pa.binary())).to_pylist()
+    assert dict(zip(stored, decimals, strict=True)) == {
+        sku: [Decimal(quantity) for quantity in quantities] for sku, quantities in horizons.items()}
+
+    with engine.begin() as conn:
+        command.downgrade(_config(conn), "0016")
+    assert held("quantities") == texts
+    upgrade(engine)
+    assert held("quantities") == stored
+    engine.dispose()
