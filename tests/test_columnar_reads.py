@@ -1,6 +1,8 @@
 """Arrow pages of the held-data lists over HTTP: the JSON page value for value, cursors in X-Next-Cursor, Accept
 negotiation, the contract's schemas exactly, errors and access as the JSON lists."""
 
+import asyncio
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -16,6 +18,7 @@ from db.held_quantities import stored_value
 from db.ids import new_id, utc_now
 from db.schema import sales_forecasts
 from serving.demo import seed_demo_tenant
+from serving.routes import demand_planning
 from tests.conftest import bearer, client_of, get_token
 
 pytestmark = pytest.mark.without_shop
@@ -171,3 +174,28 @@ def test_arrow_pages_need_the_permitted_demand_planning_client(http: httpx.Clien
     assert http.get(url, headers={"Accept": ARROW_STREAM}).status_code == 401
     unpermitted = get_token(http, held_world, client_of(held_world, "demand_planning", permitted=False))
     assert http.get(url, headers={**bearer(unpermitted), "Accept": ARROW_STREAM}).status_code == 403
+
+
+@pytest.mark.parametrize("accept", ["application/json", ARROW_STREAM])
+def test_pages_are_read_and_rendered_off_the_event_loop(http: httpx.Client, planner: tuple[str, dict[str, str]],
+                                                        monkeypatch: pytest.MonkeyPatch, accept: str) -> None:
+    """A JSON page of 5,000 forecasts takes tens of milliseconds to render: on the event loop, every other request
+    would wait for it."""
+    rendered_on_loop: list[bool] = []
+
+    def recording(render: Callable[..., bytes]) -> Callable[..., bytes]:
+        def render_and_record(*args: Any) -> bytes:
+            try:
+                asyncio.get_running_loop()
+                rendered_on_loop.append(True)
+            except RuntimeError:
+                rendered_on_loop.append(False)
+            return render(*args)
+        return render_and_record
+
+    monkeypatch.setattr(demand_planning, "page_json", recording(demand_planning.page_json))
+    monkeypatch.setattr(demand_planning, "page_arrow", recording(demand_planning.page_arrow))
+    for collection in ("sales_forecasts", "replenishment_parameters"):
+        response = http.get(f"{planner[0]}/{collection}", headers={**planner[1], "Accept": accept})
+        assert response.status_code == 200 and response.headers["Content-Type"].startswith(accept)
+    assert rendered_on_loop == [False, False]
