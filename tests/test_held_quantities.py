@@ -26,7 +26,7 @@ def stored_column(horizons: list[list[Decimal]]) -> pa.Array:
     return stored(pl.Series("quantities", horizons, pl.List(pl.Decimal(18, 4)))).to_arrow()
 
 
-@settings(max_examples=300, deadline=None)  # Polars' first call warms up
+@settings(max_examples=300)
 @given(horizons)
 def test_stored_bytes_are_integers_of_ten_thousandths_and_come_back_as_the_same_decimals(
         held: list[list[Decimal]]) -> None:
@@ -39,7 +39,7 @@ def test_stored_bytes_are_integers_of_ten_thousandths_and_come_back_as_the_same_
     assert decimals.to_pylist() == held
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(horizons, st.data())
 def test_a_slice_or_chunks_of_stored_bytes_come_back_as_their_own_decimals(held: list[list[Decimal]],
                                                                           data: st.DataObject) -> None:

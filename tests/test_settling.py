@@ -54,7 +54,7 @@ def one_by_one(judged: pl.DataFrame) -> dict[tuple[int, int], tuple[bool | None,
     return {item: (verdict, item in final) for item, verdict in applied.items()}
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(judged=judged_frames())
 def test_settled_items_are_those_applied_item_by_item(judged: pl.DataFrame) -> None:
     settled = _settled(judged)

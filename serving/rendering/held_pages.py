@@ -5,8 +5,10 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-# The stored scale. Its text always has a dot and four decimals, which the trimming below relies on.
-_DECIMAL = pl.Decimal(18, 4)
+from contracts.held_datasets import DECIMAL
+
+# The contract's decimal. Its text always has a dot and four decimals, which the trimming below relies on.
+_DECIMAL = pl.Decimal(DECIMAL.precision, DECIMAL.scale)
 
 
 def canonical_decimal(value: pl.Expr) -> pl.Expr:
