@@ -8,10 +8,10 @@ to rows already delivered or dead-lettered change nothing, so a duplicate delive
 never moves a first delivery's time.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY  # DuckDB's dialect is PostgreSQL's, and takes lists alike
@@ -24,8 +24,10 @@ from db.schema import ecom_store_event_destinations as destinations
 from db.schema import event_delivery_state as states
 from db.schema import event_outbox as outbox
 from db.secrets import SecretBox
+from db.stock import write_with_retries
 from db.tenancy import across_tenants
 
+T = TypeVar("T")
 NO_DESTINATION = "NO_DESTINATION"  # last_error of events discarded because their eCom store has no destination
 
 
@@ -101,6 +103,17 @@ def still_open(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> 
         return set(conn.scalars(sa.select(outbox.c.event_id).where(_unsettled(store, event_ids))))
 
 
+def _in_turn(engine: sa.Engine, write: Callable[[sa.Connection], T]) -> T:
+    """One transaction of the bridge's writes, taking turns with the process's other writers (DuckDB) and tried
+    again after losing to a concurrent one: an operator removing the destination discards the same rows."""
+
+    def attempt() -> T:
+        with engine.begin() as conn:
+            return write(conn)
+
+    return write_with_retries(engine, attempt)
+
+
 def _set_state(conn: sa.Connection, store: StoreKey, values: dict[str, Any]) -> None:
     """Update the store's delivery state (values may refer to its columns), creating it on first use."""
     update = (states.update().where(states.c.tenant_id == store.tenant_id,
@@ -116,17 +129,19 @@ def mark_delivered(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str],
     """The destination accepted these events (in this order): the last is the store's last delivered, and its
     failures are behind it, but for the `lanes_in_backoff` entities still waiting to try again."""
     now = utc_now()
-    with engine.begin() as conn:
+
+    def write(conn: sa.Connection) -> None:
         conn.execute(outbox.update().where(_unsettled(store, event_ids)).values(delivered_time=now))
         _set_state(conn, store, {"last_delivered_event_id": event_ids[-1], "last_delivered_time": now,
                                  "consecutive_failures": 0, "last_error": None, "credentials_refused": False,
                                  "lanes_in_backoff": lanes_in_backoff})
 
+    _in_turn(engine, write)
+
 
 def discard(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> None:
     """The store has no destination: its events are dropped (delivered_time set, last_error NO_DESTINATION)."""
-    with engine.begin() as conn:
-        _discard(conn, store, _unsettled(store, event_ids))
+    _in_turn(engine, lambda conn: _discard(conn, store, _unsettled(store, event_ids)))
 
 
 def discard_backlog(conn: sa.Connection, store: StoreKey) -> None:
@@ -146,10 +161,11 @@ def record_failure(engine: sa.Engine, store: StoreKey, event_id: str, error: str
     `answer` is its short form that dead letters are counted by ("410", "timeout"). `counted`: the attempt counts
     towards the dead letter (a refusal of the credentials does not: the event is not at fault)."""
     now = utc_now()
-    with engine.begin() as conn:
-        values: dict[str, Any] = {"last_error": error, "last_answer": answer}
-        if counted:
-            values["attempts"] = outbox.c.attempts + 1
+    values: dict[str, Any] = {"last_error": error, "last_answer": answer}
+    if counted:
+        values["attempts"] = outbox.c.attempts + 1
+
+    def write(conn: sa.Connection) -> int:
         conn.execute(outbox.update().where(_unsettled(store, [event_id])).values(values))
         _set_state(conn, store, {"consecutive_failures": states.c.consecutive_failures + 1, "last_error": error,
                                  "last_failure_time": now, "credentials_refused": credentials_refused,
@@ -158,11 +174,13 @@ def record_failure(engine: sa.Engine, store: StoreKey, event_id: str, error: str
                                                               outbox.c.ecom_store_id == store.ecom_store_id,
                                                               outbox.c.event_id == event_id)) or 0
 
+    return _in_turn(engine, write)
+
 
 def dead_letter(engine: sa.Engine, store: StoreKey, event_id: str) -> None:
     """Give up on the event: it joins the dead letters (attempts and last_error stay as the failures left them)."""
-    with engine.begin() as conn:
-        conn.execute(outbox.update().where(_unsettled(store, [event_id])).values(dead_letter_time=utc_now()))
+    _in_turn(engine, lambda conn: conn.execute(
+        outbox.update().where(_unsettled(store, [event_id])).values(dead_letter_time=utc_now())))
 
 
 def destination_settings(engine: sa.Engine, box: SecretBox,

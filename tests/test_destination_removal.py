@@ -218,6 +218,46 @@ def test_a_broken_destination_removed_and_replaced_gets_only_new_events(fast, re
     assert discarded(engine, store) == set(piled) | set(meanwhile)
 
 
+def test_removal_and_the_bridge_writing_the_same_rows_both_go_through(fast) -> None:
+    """An operator removes or sets the destination while the bridge records failures, dead letters and deliveries of
+    the same rows (on DuckDB a concurrent update of a row is a conflict): neither side fails, and every event ends
+    either as the bridge left it or discarded, none still to deliver."""
+    _, engine = fast
+    tenant_id, (store_id,) = add_stores(engine, 1)
+    store, box = StoreKey(tenant_id, store_id), secret_box(fast[0])
+    rounds, errors = 30, []
+    events = write(engine, store, 4 * rounds)
+    stop = threading.Event()
+
+    def bridge_writes() -> None:
+        """What the bridge writes of its failing and succeeding attempts, as fast as it can."""
+        try:
+            for n in range(4 * rounds):
+                if stop.is_set():
+                    return
+                event = events[n]
+                record_failure(engine, store, event, "HTTP 503", answer="503", counted=True,
+                               credentials_refused=False, lanes_in_backoff=1)
+                if n % 3 == 0:
+                    dead_letter(engine, store, event)
+                elif n % 3 == 1:
+                    mark_delivered(engine, store, [event])
+        except Exception as error:  # noqa: BLE001 - the test's finding
+            errors.append(error)
+
+    writer = threading.Thread(target=bridge_writes)
+    writer.start()
+    try:
+        for _ in range(rounds):
+            set_destination(engine, box, tenant_id, store_id, webhook("https://hooks.example.com/pia"))
+            assert remove_destination(engine, tenant_id, store_id)
+    finally:
+        stop.set()
+        writer.join(timeout=60)
+    assert not writer.is_alive() and errors == []
+    assert remove_destination(engine, tenant_id, store_id) is False and not backlog(engine, store)
+
+
 class DestinationLife(RuleBasedStateMachine):
     """Random lives of one eCom store's destination: events written, the destination set, set anew, removed, and
     the bridge run until nothing is left to deliver. The model: an event is delivered, once, to the receiver of the
