@@ -39,7 +39,7 @@ from db.held import (
     page_length,
     page_query,
 )
-from db.held_quantities import as_decimals
+from db.held_quantities import POLARS_DECIMAL, as_decimals
 
 Layout = Literal["horizon", "daily"]
 LAYOUTS: tuple[Layout, ...] = ("horizon", "daily")
@@ -49,14 +49,14 @@ BATCH_ROWS = 16_384
 # PostgreSQL's rows come through ADBC in record batches of about this many bytes (the driver's default is 16 MB).
 _BATCH_BYTES = 4 * 1024 * 1024
 
-_DECIMAL = pl.Decimal(18, 4)
 _INSTANT = pl.Datetime("us", "UTC")
 # The columns the database rows are read with, as Polars types.
+_QUANTITIES = pl.List(POLARS_DECIMAL)  # stored as bytes (db.held_quantities)
 _FORECAST_COLUMNS = {"is_ecom": pl.Boolean, "store_number": pl.String, "sku_number": pl.String,
-                     "horizon_start_date": pl.Date, "horizon_end_date": pl.Date, "quantities": pl.List(_DECIMAL),
+                     "horizon_start_date": pl.Date, "horizon_end_date": pl.Date, "quantities": _QUANTITIES,
                      "generated_at": _INSTANT, "modified_time": _INSTANT}
 _PARAMETER_COLUMNS = {"store_number": pl.String, "sku_number": pl.String, "replenishment_type": pl.String,
-                      "reorder_point": _DECIMAL, "maximum_inventory": _DECIMAL, "modified_time": _INSTANT,
+                      "reorder_point": POLARS_DECIMAL, "maximum_inventory": POLARS_DECIMAL, "modified_time": _INSTANT,
                       "parameter_source": pl.String, "locked": pl.Boolean}
 
 
@@ -218,9 +218,10 @@ def _frames(engine: sa.Engine, query: sa.Executable | str, columns: dict[str, pl
 
 def _typed(batch: pa.RecordBatch, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     """A record batch as a frame of these columns and types. PostgreSQL's numeric comes from ADBC as its text (an
-    opaque extension type), which is cast like the rest; held quantities come as their stored integers."""
+    opaque extension type), which is cast like the rest; lists of decimals (held quantities) come as the bytes of
+    their stored integers."""
     arrays = [array.storage if isinstance(array.type, pa.BaseExtensionType) else array for array in batch.columns]
-    arrays = [as_decimals(array) if name == "quantities" else array
+    arrays = [as_decimals(array) if columns[name] == _QUANTITIES else array
               for name, array in zip(batch.schema.names, arrays, strict=True)]
     frame = pl.DataFrame(pl.from_arrow(pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)))
     return frame.cast(columns)  # type: ignore[arg-type]

@@ -21,13 +21,14 @@ from contracts.held_datasets import DECIMAL
 SCALE = DECIMAL.scale
 QUANTITY_BYTES = 8
 _STORED_INTEGER = np.dtype(">i8")
-_DECIMAL = pl.Decimal(DECIMAL.precision, SCALE)
+# The contract's DECIMAL as Polars types it: what the readers of held data cast their decimals to.
+POLARS_DECIMAL = pl.Decimal(DECIMAL.precision, SCALE)
 
 
 def stored(quantities: pl.Series) -> pl.Series:
     """Lists of decimals as the bytes each list is stored as (a decimal's physical value at scale 4 is its integer
     of ten-thousandths)."""
-    lists = _one_chunk(quantities.list.eval(pl.element().cast(_DECIMAL).to_physical().cast(pl.Int64)).to_arrow())
+    lists = _one_chunk(quantities.list.eval(pl.element().cast(POLARS_DECIMAL).to_physical().cast(pl.Int64)).to_arrow())
     if lists.null_count:
         raise ValueError("held quantities are never null")
     offsets = _offsets(lists)

@@ -34,10 +34,9 @@ from contracts.held_data_expectations import (
 from contracts.held_datasets import DECIMAL
 from contracts.limits import MAX_PAGE_SIZE
 from db.held import KeyT, Page, replenishment_parameter_page, unexpired_forecasts
-from db.held_quantities import QUANTITY_BYTES, SCALE, integers
+from db.held_quantities import POLARS_DECIMAL, QUANTITY_BYTES, SCALE, integers
 from pipeline import bulk
 
-_DECIMAL = pl.Decimal(18, 4)
 # Offending rows listed per expectation in the report (the Data Docs list as many).
 _EXAMPLES = 5
 _DOCS_SITE = "audit"
@@ -145,7 +144,7 @@ _LINES = """
     WHERE s.tenant_id = :tenant_id
 """
 _LINES_SCHEMA = {"store_number": pl.String, "sku_number": pl.String, "source": pl.String,
-                 "reorder_point": _DECIMAL, "maximum_inventory": _DECIMAL, "locked": pl.Boolean}
+                 "reorder_point": POLARS_DECIMAL, "maximum_inventory": POLARS_DECIMAL, "locked": pl.Boolean}
 
 
 def _held_parameters(engine: sa.Engine, tenant_id: str, today: date) -> pl.DataFrame:
@@ -156,8 +155,8 @@ def _held_parameters(engine: sa.Engine, tenant_id: str, today: date) -> pl.DataF
                 engine, tenant_id, retail_store_number=None, modified_since=None, after=after,
                 limit=MAX_PAGE_SIZE))]
     resolved = pl.DataFrame(rows, orient="row", schema={
-        "store_number": pl.String, "sku_number": pl.String, "reorder_point": _DECIMAL,
-        "maximum_inventory": _DECIMAL, "parameter_source": pl.String, "locked": pl.Boolean})
+        "store_number": pl.String, "sku_number": pl.String, "reorder_point": POLARS_DECIMAL,
+        "maximum_inventory": POLARS_DECIMAL, "parameter_source": pl.String, "locked": pl.Boolean})
     with engine.connect() as conn:
         lines = bulk.fetch(conn, _LINES, {"tenant_id": tenant_id}, _LINES_SCHEMA)
     return parameter_facts(resolved, lines).select(

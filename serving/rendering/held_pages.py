@@ -5,17 +5,15 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-from contracts.held_datasets import DECIMAL
-
-# The contract's decimal. Its text always has a dot and four decimals, which the trimming below relies on.
-_DECIMAL = pl.Decimal(DECIMAL.precision, DECIMAL.scale)
+from db.held_quantities import POLARS_DECIMAL
 
 
 def canonical_decimal(value: pl.Expr) -> pl.Expr:
     """Decimals (of the stored scale at most) as contracts.rendering.decimal renders them ("12", "0.5"),
     column-wise."""
-    # Trailing zeros go, then a dot left last: twice as fast as one regular expression.
-    return value.cast(_DECIMAL).cast(pl.String).str.strip_chars_end("0").str.strip_chars_end(".")
+    # The contract's decimal as text always has a dot and four decimals: trailing zeros go, then a dot left last
+    # (twice as fast as one regular expression).
+    return value.cast(POLARS_DECIMAL).cast(pl.String).str.strip_chars_end("0").str.strip_chars_end(".")
 
 
 def _instant(column: str) -> pl.Expr:
