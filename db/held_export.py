@@ -33,11 +33,13 @@ from db.held import (
     ForecastKey,
     KeyT,
     ParameterKey,
+    first_store_after,
     held_forecasts,
     held_parameters,
     key_names,
     page_length,
     page_query,
+    store_page_query,
 )
 from db.held_quantities import POLARS_DECIMAL, as_decimals
 
@@ -85,8 +87,12 @@ def sales_forecast_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store
         return _arrow_page(engine, template.render(values), ForecastKey, limit, _FORECASTS, in_parts=True)
     rows = held_forecasts(tenant_id, retail_store_number=retail_store_number,
                           ecom_store_number=ecom_store_number, today=today, columns=list(_FORECAST_COLUMNS))
-    return _arrow_page(engine, page_query(rows, ForecastKey, after, limit), ForecastKey, limit, _FORECASTS,
-                       in_parts=False)
+    with engine.connect() as conn:
+        store = first_store_after(conn, rows, ForecastKey, after)
+    if store is None:
+        return ArrowPage(_table(_forecasts(pl.DataFrame(schema=_FORECAST_COLUMNS)), SALES_FORECASTS), None)
+    return _arrow_page(engine, store_page_query(rows, ForecastKey, store, after, limit), ForecastKey, limit,
+                       _FORECASTS, in_parts=False)
 
 
 @functools.lru_cache(maxsize=64)

@@ -8,6 +8,8 @@ from typing import Any
 import orjson
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from db.backoffice import load_document
 from db.held import ForecastKey, ParameterKey
@@ -184,6 +186,37 @@ def test_expired_forecasts_are_not_returned(engine: sa.Engine, tenant: str) -> N
 def test_forecasts_of_another_tenant_are_not_visible(engine: sa.Engine, tenant: str, other_tenant: str) -> None:
     assert_paged(crawl(forecasts(engine, tenant, 1000), 1000), expected_forecasts())
     assert_paged(crawl(forecasts(engine, other_tenant, 1000), 1000), expected_forecasts(quantity="7"))
+
+
+
+# Digits only: PostgreSQL's collation and DuckDB's byte order agree on them, so Python's sort is the expected one.
+_numbers = st.sampled_from(["0500", "1", "10", "100", "1001", "1002", "10020", "2", "99"])
+
+
+@given(held=st.dictionaries(st.tuples(st.booleans(), _numbers, _numbers), st.booleans(), max_size=25),
+       limit=st.integers(1, 6), one_store=st.none() | st.tuples(st.booleans(), _numbers))
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_held_forecasts_are_paged_in_key_order_once_each(engine: sa.Engine,
+                                                             held: dict[tuple[bool, str, str], bool], limit: int,
+                                                             one_store: tuple[bool, str] | None) -> None:
+    """Whatever stores, SKUs and expiries are held, following the pages visits every live row once, in key order
+    (retail stores first), each page within one store; optionally of one store. PostgreSQL seeks its index,
+    DuckDB reads through the filters it pushes into its scan (db.held.first_store_after): one answer."""
+    tenant_id = create_tenant(engine, f"held pages {new_id()}", is_test=True)
+    if held:
+        with engine.begin() as conn:
+            conn.execute(sales_forecasts.insert(), [
+                forecast_row(tenant_id, is_ecom, store, sku, quantity="2",
+                             end=TODAY - timedelta(days=1) if expired else TODAY + timedelta(days=3))
+                for (is_ecom, store, sku), expired in held.items()])
+    live = sorted(key for key, expired in held.items() if not expired
+                  and (one_store is None or key[:2] == one_store))
+    retail, ecom = (None, None) if one_store is None else (
+        (one_store[1], None) if not one_store[0] else (None, one_store[1]))
+    pages = crawl(forecasts(engine, tenant_id, limit, retail=retail, ecom=ecom), limit)
+    assert [(item["ecomStoreNumber"] is not None, item["retailStoreNumber"] or item["ecomStoreNumber"],
+             item["skuNumber"]) for page in pages for item in page] == live
+    assert all(len({store_of(item) for item in page}) == 1 for page in pages if live)
 
 
 # --- replenishment parameters ---------------------------------------------------------------------------
