@@ -305,8 +305,9 @@ def _later_stores(store: Sequence[sa.ColumnElement[Any]],
 def _first(conn: sa.Connection, nearest_first: list[sa.Select]) -> tuple[Any, ...] | None:
     ranked = [query.add_columns(sa.literal(rank).label("rank")).subquery() for rank, query in enumerate(nearest_first)]
     both = sa.union_all(*(sa.select(query) for query in ranked)).subquery("stores")
-    found = conn.execute(sa.select(*list(both.c)[:-1]).order_by(both.c["rank"]).limit(1)).first()
-    return tuple(found) if found is not None else None
+    # Fetched to the end: DuckDB takes no other statement on the connection while a result is unfinished.
+    found = conn.execute(sa.select(*list(both.c)[:-1]).order_by(both.c["rank"]).limit(1)).all()
+    return tuple(found[0]) if found else None
 
 
 def store_page_query(rows: sa.FromClause, key_type: type[PageKey], store: Sequence[Any], after: PageKey | None,

@@ -13,7 +13,7 @@ columns); the quantities' stored integers become exact decimals as a chunk is re
 import functools
 import threading
 from collections.abc import Callable, Generator, Iterator
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Literal
@@ -87,12 +87,12 @@ def sales_forecast_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store
         return _arrow_page(engine, template.render(values), ForecastKey, limit, _FORECASTS, in_parts=True)
     rows = held_forecasts(tenant_id, retail_store_number=retail_store_number,
                           ecom_store_number=ecom_store_number, today=today, columns=list(_FORECAST_COLUMNS))
-    with engine.connect() as conn:
+    with engine.connect() as conn:  # one transaction: the store is found and read in one snapshot
         store = first_store_after(conn, rows, ForecastKey, after)
-    if store is None:
-        return ArrowPage(_table(_forecasts(pl.DataFrame(schema=_FORECAST_COLUMNS)), SALES_FORECASTS), None)
-    return _arrow_page(engine, store_page_query(rows, ForecastKey, store, after, limit), ForecastKey, limit,
-                       _FORECASTS, in_parts=False)
+        if store is None:
+            return ArrowPage(_table(_forecasts(pl.DataFrame(schema=_FORECAST_COLUMNS)), SALES_FORECASTS), None)
+        return _arrow_page(engine, store_page_query(rows, ForecastKey, store, after, limit), ForecastKey, limit,
+                           _FORECASTS, in_parts=False, conn=conn)
 
 
 @functools.lru_cache(maxsize=64)
@@ -120,11 +120,12 @@ def replenishment_parameter_arrow_page(engine: sa.Engine, tenant_id: str, *, ret
 
 
 def _arrow_page(engine: sa.Engine, query: sa.Executable | str, key_type: type[KeyT], limit: int,
-                dataset: "_Dataset", *, in_parts: bool) -> ArrowPage:
+                dataset: "_Dataset", *, in_parts: bool, conn: sa.Connection | None = None) -> ArrowPage:
     """As db.held's page reader, cutting the fetched rows with Polars. The query is page_query's (its SQL on
-    PostgreSQL), ordered, or `in_parts` (unordered: its two reads are put in order here, each as it came)."""
+    PostgreSQL), ordered, or `in_parts` (unordered: its two reads are put in order here, each as it came); read
+    in the caller's transaction when it passes `conn` (DuckDB)."""
     columns = {**dataset.columns, PAGE_PART: pl.Int32} if in_parts else dataset.columns
-    with closing(_frames(engine, query, columns, limit + 2)) as read:
+    with closing(_frames(engine, query, columns, limit + 2, conn)) as read:
         frames = list(read)
     fetched = pl.concat(frames) if frames else pl.DataFrame(schema=columns)
     names = key_names(key_type)
@@ -191,9 +192,10 @@ def _batches(engine: sa.Engine, query: sa.Select, dataset: "_Dataset",
 # --- reading --------------------------------------------------------------------------------------------
 
 def _frames(engine: sa.Engine, query: sa.Executable | str, columns: dict[str, pl.DataType],
-            batch_rows: int) -> Iterator[pl.DataFrame]:
+            batch_rows: int, conn: sa.Connection | None = None) -> Iterator[pl.DataFrame]:
     """The query's rows (given as SQL: PostgreSQL only) as frames with these columns and types, streamed; none
-    when there are no rows. A connection is held until the last frame is taken or the generator is closed."""
+    when there are no rows. A connection is held until the last frame is taken or the generator is closed; on
+    DuckDB it is the caller's `conn` when given."""
     if not is_duckdb(engine):
         with adbc_connection(engine) as adbc, adbc.cursor() as cursor:
             # The driver reads COPY's binary output into record batches of about this size, as it arrives.
@@ -209,7 +211,7 @@ def _frames(engine: sa.Engine, query: sa.Executable | str, columns: dict[str, pl
             if pending.height:
                 yield pending
         return
-    with engine.connect() as conn:
+    with nullcontext(conn) if conn is not None else engine.connect() as conn:
         # The driver's own relation: an Arrow reader over the pending result, without a copy per row.
         sql, parameters = _compiled_on_duckdb(conn.dialect, query)
         raw = driver_connection(conn)

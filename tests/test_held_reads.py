@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from db import held, held_export
 from db.backoffice import load_document
 from db.held import ForecastKey, ParameterKey
 from db.held_export import replenishment_parameter_arrow_page, sales_forecast_arrow_page
@@ -217,6 +218,32 @@ def test_any_held_forecasts_are_paged_in_key_order_once_each(engine: sa.Engine,
     assert [(item["ecomStoreNumber"] is not None, item["retailStoreNumber"] or item["ecomStoreNumber"],
              item["skuNumber"]) for page in pages for item in page] == live
     assert all(len({store_of(item) for item in page}) == 1 for page in pages if live)
+
+
+
+def test_a_duckdb_page_reads_its_store_in_the_snapshot_it_found_it_in(engine: sa.Engine, monkeypatch) -> None:
+    """DuckDB reads a page in two statements (db.held.first_store_after, then the store's rows): a batch that
+    replaces the store's forecasts in between is not half seen; the page is the store as it was when found."""
+    if engine.dialect.name != "duckdb":
+        pytest.skip("PostgreSQL reads a page in one statement")
+    tenant_id = create_tenant(engine, f"held snapshot {new_id()}", is_test=True)
+    live = TODAY + timedelta(days=3)
+    with engine.begin() as conn:
+        conn.execute(sales_forecasts.insert(), [forecast_row(tenant_id, False, store, sku, end=live, quantity="1")
+                                                for store in ("1001", "1002") for sku in ("1", "2", "3")])
+    found = held.first_store_after
+
+    def found_then_changed(*args: Any) -> tuple[Any, ...] | None:
+        store = found(*args)
+        with engine.begin() as other:  # committed before the page's rows are read
+            other.execute(sales_forecasts.delete().where(sales_forecasts.c.tenant_id == tenant_id,
+                                                         sales_forecasts.c.store_number == "1001"))
+        return store
+
+    monkeypatch.setattr(held_export, "first_store_after", found_then_changed)
+    page = forecasts(engine, tenant_id, 2)(None)
+    assert [(item["retailStoreNumber"], item["skuNumber"]) for item in page.items] == [("1001", "1"), ("1001", "2")]
+    assert page.next == ForecastKey(False, "1001", "2")
 
 
 # --- replenishment parameters ---------------------------------------------------------------------------
