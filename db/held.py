@@ -2,7 +2,8 @@
 
 Both lists are ordered by store, then SKU number, and a page never spans two stores. Each page is one query
 that fetches at most the page, the row after it in the same store, and the first row of the next store:
-enough to cut the page at the store boundary and to tell whether rows follow, without reading further.
+enough to cut the page at the store boundary and to tell whether rows follow, without reading further. DuckDB's
+forecast pages take two statements instead, each with filters its scan can apply (see "paging by seeking").
 """
 
 from collections.abc import Sequence
