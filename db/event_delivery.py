@@ -5,13 +5,14 @@ its delivered_time; a failed attempt counts on the row (attempts, last_error) an
 event_delivery_state (consecutive failures, whether its credentials were refused, how many of its entities wait
 out a backoff), which operators read. Writes
 to rows already delivered or dead-lettered change nothing, so a duplicate delivery (Kafka after a rebalance)
-never moves a first delivery's time.
+never moves a first delivery's time. Each write takes its turn with the process's other writers (DuckDB) and is
+tried again after losing to a concurrent one: an operator removing the destination discards the same rows.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY  # DuckDB's dialect is PostgreSQL's, and takes lists alike
@@ -24,10 +25,9 @@ from db.schema import ecom_store_event_destinations as destinations
 from db.schema import event_delivery_state as states
 from db.schema import event_outbox as outbox
 from db.secrets import SecretBox
-from db.stock import write_with_retries
+from db.stock import transaction_with_retries
 from db.tenancy import across_tenants
 
-T = TypeVar("T")
 NO_DESTINATION = "NO_DESTINATION"  # last_error of events discarded because their eCom store has no destination
 
 
@@ -103,17 +103,6 @@ def still_open(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> 
         return set(conn.scalars(sa.select(outbox.c.event_id).where(_unsettled(store, event_ids))))
 
 
-def _in_turn(engine: sa.Engine, write: Callable[[sa.Connection], T]) -> T:
-    """One transaction of the bridge's writes, taking turns with the process's other writers (DuckDB) and tried
-    again after losing to a concurrent one: an operator removing the destination discards the same rows."""
-
-    def attempt() -> T:
-        with engine.begin() as conn:
-            return write(conn)
-
-    return write_with_retries(engine, attempt)
-
-
 def _set_state(conn: sa.Connection, store: StoreKey, values: dict[str, Any]) -> None:
     """Update the store's delivery state (values may refer to its columns), creating it on first use."""
     update = (states.update().where(states.c.tenant_id == store.tenant_id,
@@ -136,12 +125,12 @@ def mark_delivered(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str],
                                  "consecutive_failures": 0, "last_error": None, "credentials_refused": False,
                                  "lanes_in_backoff": lanes_in_backoff})
 
-    _in_turn(engine, write)
+    transaction_with_retries(engine, write)
 
 
 def discard(engine: sa.Engine, store: StoreKey, event_ids: Sequence[str]) -> None:
     """The store has no destination: its events are dropped (delivered_time set, last_error NO_DESTINATION)."""
-    _in_turn(engine, lambda conn: _discard(conn, store, _unsettled(store, event_ids)))
+    transaction_with_retries(engine, lambda conn: _discard(conn, store, _unsettled(store, event_ids)))
 
 
 def discard_backlog(conn: sa.Connection, store: StoreKey) -> None:
@@ -174,12 +163,12 @@ def record_failure(engine: sa.Engine, store: StoreKey, event_id: str, error: str
                                                               outbox.c.ecom_store_id == store.ecom_store_id,
                                                               outbox.c.event_id == event_id)) or 0
 
-    return _in_turn(engine, write)
+    return transaction_with_retries(engine, write)
 
 
 def dead_letter(engine: sa.Engine, store: StoreKey, event_id: str) -> None:
     """Give up on the event: it joins the dead letters (attempts and last_error stay as the failures left them)."""
-    _in_turn(engine, lambda conn: conn.execute(
+    transaction_with_retries(engine, lambda conn: conn.execute(
         outbox.update().where(_unsettled(store, [event_id])).values(dead_letter_time=utc_now())))
 
 

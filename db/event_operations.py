@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from db.event_delivery import NO_DESTINATION
 from db.schema import ecom_stores, event_delivery_state, event_outbox
-from db.stock import write_with_retries
+from db.stock import transaction_with_retries
 from db.tenancy import across_tenants
 
 
@@ -171,16 +171,15 @@ def replay_dead_letters(engine: sa.Engine, tenant_id: str, ecom_store_id: str,
     if event_ids is not None:
         condition.append(event_outbox.c.event_id.in_(sorted(set(event_ids))))
 
-    def attempt() -> int | None:
-        with engine.begin() as conn:
-            if not _store_exists(conn, tenant_id, ecom_store_id):
-                return None
-            replayed = conn.execute(event_outbox.update().where(*condition).values(
-                dead_letter_time=None, attempts=0, last_error=None, last_answer=None, published_time=None))
-            return replayed.rowcount
+    def replay(conn: sa.Connection) -> int | None:
+        if not _store_exists(conn, tenant_id, ecom_store_id):
+            return None
+        replayed = conn.execute(event_outbox.update().where(*condition).values(
+            dead_letter_time=None, attempts=0, last_error=None, last_answer=None, published_time=None))
+        return replayed.rowcount
 
     # The bridge writes the store's rows meanwhile (on DuckDB a concurrent update of a row is a conflict).
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, replay)
 
 
 def failing_events(engine: sa.Engine, tenant_id: str, ecom_store_id: str, limit: int) -> list[FailingEvent]:

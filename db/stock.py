@@ -244,3 +244,13 @@ def write_with_retries(engine: sa.Engine, attempt: Callable[[], T]) -> T:
         return attempt()
 
     return _WRITE_RETRY.call(once, lambda error: isinstance(error, sa.exc.DBAPIError) and _is_conflict(error))
+
+
+def transaction_with_retries(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
+    """`work` in a transaction of its own, run as write_with_retries runs an attempt."""
+
+    def attempt() -> T:
+        with engine.begin() as conn:
+            return work(conn)
+
+    return write_with_retries(engine, attempt)

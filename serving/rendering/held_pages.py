@@ -9,7 +9,7 @@ from db.held_quantities import POLARS_DECIMAL
 
 
 def canonical_decimal(value: pl.Expr) -> pl.Expr:
-    """Decimals (of the stored scale at most) as contracts.rendering.decimal renders them ("12", "0.5"),
+    """Decimals (of the contract's scale at most) as contracts.rendering.decimal renders them ("12", "0.5"),
     column-wise."""
     # The contract's decimal as text always has a dot and four decimals: trailing zeros go, then a dot left last
     # (twice as fast as one regular expression).
