@@ -362,6 +362,82 @@ def test_parameters_of_another_tenant_are_not_visible(engine: sa.Engine, tenant:
     assert (mine[("1001", "100001")]["reorderPoint"], theirs[("1001", "100001")]["reorderPoint"]) == ("20", "1")
 
 
+# A held line: its replenishment type, its reorder point and maximum inventory (either may be absent), and the
+# hour of its modified time.
+_VALUE = st.none() | st.sampled_from(["0", "1", "2.5", "12", "30.25"])
+_LINE = st.tuples(st.sampled_from(["AUTO", "MANUAL"]), _VALUE, _VALUE, st.integers(1, 4))
+_ASSORTMENTS = ("A", "B", "C")
+
+
+@given(stores=st.dictionaries(_numbers, st.tuples(st.none() | st.sampled_from(_ASSORTMENTS),
+                                                  st.none() | st.sampled_from(_ASSORTMENTS)), max_size=5),
+       assortment_lines_held=st.dictionaries(st.tuples(st.sampled_from(_ASSORTMENTS), _numbers), _LINE, max_size=12),
+       store_lines=st.dictionaries(st.tuples(_numbers, _numbers), st.tuples(_LINE, st.booleans()), max_size=8),
+       since_hour=st.none() | st.integers(1, 4), limit=st.integers(1, 6), one_store=st.none() | _numbers)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_back_office_resolves_its_parameters_and_pages_them_once_each(
+        engine: sa.Engine, stores: dict[str, tuple[str | None, str | None]],
+        assortment_lines_held: dict[tuple[str, str], tuple], store_lines: dict[tuple[str, str], tuple],
+        since_hour: int | None, limit: int, one_store: str | None) -> None:
+    """Whatever the stores, their base and local assortments (absent, or one assortment for both) and the lines
+    (with values or without), each store and SKU of its assortments is one row, in key order: its values and
+    their source from the most specific line with values (else the most specific line), the most specific type,
+    the store line's lock; with modifiedSince only rows whose values changed after it; optionally of one store."""
+    tenant_id = create_tenant(engine, f"parameter resolution {new_id()}", is_test=True)
+    hour = lambda number: datetime(2026, 11, 21, number, tzinfo=UTC)  # noqa: E731
+    ids = {name: new_id() for name in _ASSORTMENTS}
+    store_ids = {number: new_id() for number in stores}
+    numbers = {sku for _, sku in assortment_lines_held} | {sku for _, sku in store_lines}
+    sku_ids = {number: new_id() for number in numbers}
+    store_lines = {key: line for key, line in store_lines.items() if key[0] in stores}
+
+    def values(line: tuple) -> dict[str, Any]:
+        kind, reorder_point, maximum_inventory, modified = line
+        return {"replenishment_type": kind, "reorder_point": reorder_point, "maximum_inventory": maximum_inventory,
+                "modified_time": hour(modified)}
+
+    held_rows = {
+        skus: [{"id": sku_ids[number], "tenant_id": tenant_id, "number": number, "name": number}
+               for number in numbers],
+        retail_stores: [{"id": store_ids[number], "tenant_id": tenant_id, "company_id": new_id(), "number": number,
+                         "name": number, "released": True, "base_assortment_id": base and ids[base],
+                         "local_assortment_id": local and ids[local]} for number, (base, local) in stores.items()],
+        assortment_lines: [{"tenant_id": tenant_id, "assortment_id": ids[name], "sku_id": sku_ids[sku], **values(line)}
+                           for (name, sku), line in assortment_lines_held.items()],
+        store_assortment_lines: [{"tenant_id": tenant_id, "retail_store_id": store_ids[store], "sku_id": sku_ids[sku],
+                                  "locked": locked, **values(line)}
+                                 for (store, sku), (line, locked) in store_lines.items()],
+    }
+    with engine.begin() as conn:
+        for table, rows in held_rows.items():
+            if rows:
+                conn.execute(table.insert(), rows)
+
+    # The resolution, written out: the lines of each store and SKU, most specific first.
+    expected = []
+    for store, (base, local) in sorted(stores.items()):
+        for sku in sorted(numbers):
+            held_lines = [(source, line) for source, line in (
+                ("RETAIL_STORE_SPECIFIC", store_lines.get((store, sku), (None,))[0]),
+                ("LOCAL_ASSORTMENT", assortment_lines_held.get((local, sku))),
+                ("BASE_ASSORTMENT", assortment_lines_held.get((base, sku)))) if line is not None]
+            if not held_lines or one_store not in (None, store):
+                continue
+            with_values = [(source, line) for source, line in held_lines if line[1] is not None or line[2] is not None]
+            source, (_, reorder_point, maximum_inventory, modified) = (with_values or held_lines)[0]
+            if since_hour is not None and modified <= since_hour:
+                continue
+            expected.append({"retailStoreNumber": store, "skuNumber": sku, "replenishmentType": held_lines[0][1][0],
+                             "reorderPoint": reorder_point, "maximumInventory": maximum_inventory,
+                             "parameterSource": source, "locked": store_lines.get((store, sku), (None, False))[1],
+                             "modifiedTime": hour(modified).isoformat().replace("+00:00", "Z")})
+
+    pages = crawl(parameters(engine, tenant_id, limit, retail=one_store,
+                             since=None if since_hour is None else hour(since_hour)), limit)
+    assert [item for page in pages for item in page] == expected
+    assert all(len({item["retailStoreNumber"] for item in page}) == 1 for page in pages if expected)
+
+
 # --- page keys ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("key", [ForecastKey(True, "2001", "100007"), ParameterKey("1001", "100060")])
