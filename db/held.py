@@ -99,6 +99,7 @@ class _Source(NamedTuple):
 _SOURCES = (_Source("RETAIL_STORE_SPECIFIC", store_assortment_lines, "store_line", "id", "retail_store_id"),
             _Source("LOCAL_ASSORTMENT", assortment_lines, "local_line", "local_assortment_id", "assortment_id"),
             _Source("BASE_ASSORTMENT", assortment_lines, "base_line", "base_assortment_id", "assortment_id"))
+PARAMETER_SOURCES = tuple(source.name for source in _SOURCES)  # most specific first
 _VALUES = ("reorder_point", "maximum_inventory", "modified_time")
 # A page needs the cursor's store, the next store and the store after that one (see _parameter_stores).
 _STORE_WINDOW = 3

@@ -42,6 +42,7 @@ from db.held import (
     store_page_query,
 )
 from db.held_quantities import POLARS_DECIMAL, as_decimals
+from db.parameter_window import parameter_page_rows
 
 Layout = Literal["horizon", "daily"]
 LAYOUTS: tuple[Layout, ...] = ("horizon", "daily")
@@ -112,6 +113,11 @@ def replenishment_parameter_arrow_page(engine: sa.Engine, tenant_id: str, *, ret
                                        limit: int) -> ArrowPage:
     """The page `db.held.replenishment_parameter_page` reads (the values in use per retail store and SKU of its
     assortment), as REPLENISHMENT_PARAMETERS."""
+    if is_duckdb(engine) and modified_since is None:
+        with engine.connect() as conn:  # one transaction: the stores and their lines read in one snapshot
+            rows = parameter_page_rows(functools.partial(_frame, engine, conn=conn), tenant_id, retail_store_number,
+                                       after, limit)
+        return _page(rows, ParameterKey, limit, _PARAMETERS)
     rows = held_parameters(tenant_id, retail_store_number=retail_store_number, modified_since=modified_since,
                            after=after, windowed=modified_since is None)
     in_parts = not is_duckdb(engine)
@@ -125,12 +131,16 @@ def _arrow_page(engine: sa.Engine, query: sa.Executable | str, key_type: type[Ke
     PostgreSQL), ordered, or `in_parts` (unordered: its two reads are put in order here, each as it came); read
     in the caller's transaction when it passes `conn` (DuckDB)."""
     columns = {**dataset.columns, PAGE_PART: pl.Int32} if in_parts else dataset.columns
-    with closing(_frames(engine, query, columns, limit + 2, conn)) as read:
-        frames = list(read)
-    fetched = pl.concat(frames) if frames else pl.DataFrame(schema=columns)
-    names = key_names(key_type)
+    fetched = _frame(engine, query, columns, conn)
     if PAGE_PART in columns:
-        fetched = parts_in_key_order(fetched, names[-1])
+        fetched = parts_in_key_order(fetched, key_names(key_type)[-1])
+    return _page(fetched, key_type, limit, dataset)
+
+
+def _page(fetched: pl.DataFrame, key_type: type[KeyT], limit: int, dataset: "_Dataset") -> ArrowPage:
+    """The page of rows in key order after the key: those of the first store, up to the limit, and the key to read
+    the next page after when any fetched row is left."""
+    names = key_names(key_type)
     store = names[:-1]
     first_store_rows = fetched.join(fetched.head(1).select(store), on=store, how="semi").height
     length = page_length(limit, first_store_rows)
@@ -222,6 +232,14 @@ def _frames(engine: sa.Engine, query: sa.Executable | str, columns: dict[str, pl
                     yield _typed(batch, columns)
         finally:
             reader.close()  # the connection refuses its next statement while a result is open
+
+
+def _frame(engine: sa.Engine, query: sa.Executable | str, columns: dict[str, pl.DataType],
+           conn: sa.Connection | None = None) -> pl.DataFrame:
+    """The query's rows as one frame (_frames' arguments; for the few rows of a page)."""
+    with closing(_frames(engine, query, columns, BATCH_ROWS, conn)) as read:
+        frames = list(read)
+    return pl.concat(frames) if frames else pl.DataFrame(schema=columns)
 
 
 def _typed(batch: pa.RecordBatch, columns: dict[str, pl.DataType]) -> pl.DataFrame:
