@@ -6,7 +6,7 @@ InventoryUpdated events. Each line is reserved whole at one location (rules/allo
 has the quantity available (on hand − reserved), else the first serving warehouse by priority that has it. Each
 line's units are a reservation row (db/reservations.py). Concurrent reservations never oversell: the stock rows are
 locked (PostgreSQL, in location and SKU order) or the writers take turns (DuckDB), as for every stock writer
-(db/stock.py).
+(db/stock.py, db/write_turns.py).
 
 A cart ends once. Collecting consumes its lines' reservations (on hand and reserved both go down at each line's
 location), cancelling releases them, expiry releases them as EXPIRED; each writes InventoryUpdated for the SKUs it
@@ -40,8 +40,9 @@ from db.schema import (
     stock_reservations,
     warehouses,
 )
-from db.stock import for_update, locked_levels, write_with_retries
+from db.stock import for_update, locked_levels
 from db.tenants import list_tenants
+from db.write_turns import transaction_with_retries, write_with_retries
 from rules.allocation import Wanted, allocate
 
 log = logging.getLogger(__name__)
@@ -140,11 +141,8 @@ def reserve(engine: sa.Engine, tenant_id: str, ecom_store_id: str, retail_store_
             customer_id: str | None, wanted: Sequence[WantedLine]) -> Reservation:
     """Reserve every line or nothing; raises NotInNetwork, UnknownCustomer, UnknownSkus or Insufficient."""
 
-    def attempt() -> Reservation:
-        with engine.begin() as conn:
-            return _reserve(conn, tenant_id, ecom_store_id, retail_store_id, reservation_name, customer_id, wanted)
-
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, lambda conn: _reserve(conn, tenant_id, ecom_store_id, retail_store_id,
+                                                                  reservation_name, customer_id, wanted))
 
 
 def _reserve(conn: sa.Connection, tenant_id: str, ecom_store_id: str, retail_store_id: str, reservation_name: str,
@@ -230,20 +228,19 @@ def cancel(engine: sa.Engine, tenant_id: str, parked_cart_id: str) -> Cart:
 def _end(engine: sa.Engine, tenant_id: str, parked_cart_id: str, state: str) -> Cart:
     """End an ACTIVE cart in `state`; the same end again answers the cart unchanged, another raises CartNotActive."""
 
-    def attempt() -> Cart:
-        with engine.begin() as conn:
-            header = conn.execute(for_update(conn, _header(tenant_id, parked_cart_id))).first()
-            if header is None:
-                raise CartNotFound(parked_cart_id)
-            if header.state == ACTIVE:
-                _end_locked(conn, tenant_id, parked_cart_id, state, utc_now())
-            cart = _read(conn, tenant_id, parked_cart_id)
-            assert cart is not None
-            if cart.state != state:
-                raise CartNotActive(cart)
-            return cart
+    def attempt(conn: sa.Connection) -> Cart:
+        header = conn.execute(for_update(conn, _header(tenant_id, parked_cart_id))).first()
+        if header is None:
+            raise CartNotFound(parked_cart_id)
+        if header.state == ACTIVE:
+            _end_locked(conn, tenant_id, parked_cart_id, state, utc_now())
+        cart = _read(conn, tenant_id, parked_cart_id)
+        assert cart is not None
+        if cart.state != state:
+            raise CartNotActive(cart)
+        return cart
 
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)
 
 
 def _header(tenant_id: str, parked_cart_id: str) -> sa.Select:

@@ -17,7 +17,7 @@ from db.ids import utc_now
 from db.schema import ecom_store_event_destinations as destinations
 from db.schema import ecom_stores
 from db.secrets import SecretBox
-from db.stock import write_with_retries
+from db.write_turns import transaction_with_retries
 
 
 @dataclass(frozen=True)
@@ -67,33 +67,31 @@ def set_destination(engine: sa.Engine, box: SecretBox, tenant_id: str, ecom_stor
               "shared_access_key_name": settings.shared_access_key_name,
               "sealed_secret": box.seal(settings.secret), "modified_time": utc_now()}
 
-    def attempt() -> EventDestination | None:
-        with engine.begin() as conn:
-            if conn.scalar(sa.select(ecom_stores.c.id).where(ecom_stores.c.tenant_id == tenant_id,
-                                                             ecom_stores.c.id == ecom_store_id)) is None:
-                return None
-            updated = conn.execute(destinations.update().where(_of_store(tenant_id, ecom_store_id)).values(values))
-            if updated.rowcount == 0:
-                _discard_backlog(conn, tenant_id, ecom_store_id)  # written while the store had no destination
-                conn.execute(destinations.insert().values(tenant_id=tenant_id, ecom_store_id=ecom_store_id,
-                                                          **values))
-            return _read(conn, tenant_id, ecom_store_id)
+    def attempt(conn: sa.Connection) -> EventDestination | None:
+        if conn.scalar(sa.select(ecom_stores.c.id).where(ecom_stores.c.tenant_id == tenant_id,
+                                                         ecom_stores.c.id == ecom_store_id)) is None:
+            return None
+        updated = conn.execute(destinations.update().where(_of_store(tenant_id, ecom_store_id)).values(values))
+        if updated.rowcount == 0:
+            _discard_backlog(conn, tenant_id, ecom_store_id)  # written while the store had no destination
+            conn.execute(destinations.insert().values(tenant_id=tenant_id, ecom_store_id=ecom_store_id,
+                                                      **values))
+        return _read(conn, tenant_id, ecom_store_id)
 
     # Discarding may meet the bridge marking the same rows (a conflict on DuckDB), or a concurrent first PUT.
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)
 
 
 def remove_destination(engine: sa.Engine, tenant_id: str, ecom_store_id: str) -> bool:
     """Remove the eCom store's destination and discard its events still to deliver; False when it has none."""
 
-    def attempt() -> bool:
-        with engine.begin() as conn:
-            if not conn.execute(destinations.delete().where(_of_store(tenant_id, ecom_store_id))).rowcount:
-                return False
-            _discard_backlog(conn, tenant_id, ecom_store_id)
-            return True
+    def attempt(conn: sa.Connection) -> bool:
+        if not conn.execute(destinations.delete().where(_of_store(tenant_id, ecom_store_id))).rowcount:
+            return False
+        _discard_backlog(conn, tenant_id, ecom_store_id)
+        return True
 
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)
 
 
 def _of_store(tenant_id: str, ecom_store_id: str) -> sa.ColumnElement[bool]:

@@ -25,8 +25,8 @@ from db.schema import ecom_store_event_destinations as destinations
 from db.schema import event_delivery_state as states
 from db.schema import event_outbox as outbox
 from db.secrets import SecretBox
-from db.stock import transaction_with_retries
 from db.tenancy import across_tenants
+from db.write_turns import transaction_with_retries
 
 NO_DESTINATION = "NO_DESTINATION"  # last_error of events discarded because their eCom store has no destination
 

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 
 from db.event_delivery import NO_DESTINATION
 from db.schema import ecom_stores, event_delivery_state, event_outbox
-from db.stock import transaction_with_retries
 from db.tenancy import across_tenants
+from db.write_turns import transaction_with_retries
 
 
 def _count_of_store_rows(condition: sa.ColumnElement[bool]) -> sa.ScalarSelect[int]:

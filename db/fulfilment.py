@@ -48,7 +48,7 @@ from db.orders import OPEN
 from db.outbox import order_event
 from db.reservations import CONSUMED, RELEASED
 from db.schema import orders
-from db.stock import write_with_retries
+from db.write_turns import transaction_with_retries
 
 RECEIVED, PARTIALLY_DELIVERED, CANCELLED = "RECEIVED", "PARTIALLY_DELIVERED", "CANCELLED"
 PICKABLE = (OPEN, PARTIALLY_DELIVERED)
@@ -57,32 +57,31 @@ PICKABLE = (OPEN, PARTIALLY_DELIVERED)
 def pick(engine: sa.Engine, tenant_id: str, order_key: str, requested: Sequence[Any] | None) -> str:
     """Pick units ([{lineItemId, quantity}], or every open unit); returns the order's id."""
 
-    def attempt() -> str:
-        with engine.begin() as conn:
-            state = locked_order(conn, tenant_id, order_key)
-            _refuse_unless_open(state, "picked")
-            wanted = requested_units(state, requested, state.open, "pick", "EXCEEDS_OPEN_QUANTITY")
-            now = utc_now()
-            # Units beyond what is reserved for the line's open units (a backorder) are reserved now, or refused.
-            reserve_more(conn, state, {
-                line_id: quantity - (state.line(line_id).reserved_quantity - state.pending(line_id))  # type: ignore[union-attr]
-                for line_id, quantity in wanted.items()}, now)
-            earlier = _live_fulfilments(state)
-            # A capture on a store with payment capture; otherwise only the template of the receipt made at once.
-            document = Document(new_id(), CAPTURE, now, ZERO, ZERO, lines=shares(state, wanted, earlier))
-            if state.order.freight_gross_amount is not None and all(doc.freight is None for doc in earlier):
-                document.freight_gross_amount = state.order.freight_gross_amount
-                document.freight_vat_amount = state.order.freight_vat_amount
-            if state.payment_capture:
-                document.status = PENDING
-                add_document(conn, state, document)
-                order_event(conn, tenant_id, state.order.ecom_store_id, subjects.ORDER_READY_FOR_PAYMENT_CAPTURE,
-                            state.order.id, {"captureId": document.id})
-            else:
-                _fulfil(conn, state, document, None, now)
-            return state.order.id
+    def attempt(conn: sa.Connection) -> str:
+        state = locked_order(conn, tenant_id, order_key)
+        _refuse_unless_open(state, "picked")
+        wanted = requested_units(state, requested, state.open, "pick", "EXCEEDS_OPEN_QUANTITY")
+        now = utc_now()
+        # Units beyond what is reserved for the line's open units (a backorder) are reserved now, or refused.
+        reserve_more(conn, state, {
+            line_id: quantity - (state.line(line_id).reserved_quantity - state.pending(line_id))  # type: ignore[union-attr]
+            for line_id, quantity in wanted.items()}, now)
+        earlier = _live_fulfilments(state)
+        # A capture on a store with payment capture; otherwise only the template of the receipt made at once.
+        document = Document(new_id(), CAPTURE, now, ZERO, ZERO, lines=shares(state, wanted, earlier))
+        if state.order.freight_gross_amount is not None and all(doc.freight is None for doc in earlier):
+            document.freight_gross_amount = state.order.freight_gross_amount
+            document.freight_vat_amount = state.order.freight_vat_amount
+        if state.payment_capture:
+            document.status = PENDING
+            add_document(conn, state, document)
+            order_event(conn, tenant_id, state.order.ecom_store_id, subjects.ORDER_READY_FOR_PAYMENT_CAPTURE,
+                        state.order.id, {"captureId": document.id})
+        else:
+            _fulfil(conn, state, document, None, now)
+        return state.order.id
 
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)
 
 
 def _refuse_unless_open(state: OrderState, done: str) -> None:
@@ -119,66 +118,63 @@ def report_capture(engine: sa.Engine, tenant_id: str, ecom_store_id: str, order_
     """The web shop's payment report: CONFIRMED (with the capture's exact gross amount) makes the receipt and
     invoice; FAILED gives the units back to picking. Returns the capture."""
 
-    def attempt() -> Document:
-        with engine.begin() as conn:
-            state = locked_order(conn, tenant_id, order_key, ecom_store_id)
-            capture = state.document(CAPTURE, capture_id)
-            now = utc_now()
-            if record_report(conn, tenant_id, capture, PENDING, status, captured_amount, "capturedAmount",
-                             CaptureAlreadyCompleted, now) and status == CONFIRMED:
-                _fulfil(conn, state, capture, capture.id, now)
-            return capture
+    def attempt(conn: sa.Connection) -> Document:
+        state = locked_order(conn, tenant_id, order_key, ecom_store_id)
+        capture = state.document(CAPTURE, capture_id)
+        now = utc_now()
+        if record_report(conn, tenant_id, capture, PENDING, status, captured_amount, "capturedAmount",
+                         CaptureAlreadyCompleted, now) and status == CONFIRMED:
+            _fulfil(conn, state, capture, capture.id, now)
+        return capture
 
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)
 
 
 def ship(engine: sa.Engine, tenant_id: str, order_key: str, *, receipt_id: str | None = None,
          capture_id: str | None = None, carrier: str | None = None, tracking_number: str | None = None) -> str:
     """Ship a receipt (named, or by its capture, which must be CONFIRMED); returns the order's id."""
 
-    def attempt() -> str:
-        with engine.begin() as conn:
-            state = locked_order(conn, tenant_id, order_key)
-            if capture_id is not None:
-                capture = state.document(CAPTURE, capture_id)
-                if capture.status != CONFIRMED:
-                    raise CaptureNotConfirmed(f"Capture {capture.id} is {capture.status}; its units ship once the "
-                                              "web shop reports the payment CONFIRMED.")
-                receipt = next(doc for doc in state.of_kind(RECEIPT) if doc.capture_id == capture.id)
-            else:
-                receipt = state.document(RECEIPT, receipt_id or "")
-            if any(doc.receipt_id == receipt.id for doc in state.of_kind(SHIPMENT)):
-                raise ReceiptAlreadyShipped(f"Receipt {receipt.number} has already been shipped.")
-            shipment = copy_of(receipt, SHIPMENT, utc_now(), receipt_id=receipt.id, carrier=carrier,
-                               tracking_number=tracking_number)
-            add_document(conn, state, shipment)
-            order_event(conn, tenant_id, state.order.ecom_store_id, subjects.ORDER_SHIPPED, state.order.id)
-            return state.order.id
+    def attempt(conn: sa.Connection) -> str:
+        state = locked_order(conn, tenant_id, order_key)
+        if capture_id is not None:
+            capture = state.document(CAPTURE, capture_id)
+            if capture.status != CONFIRMED:
+                raise CaptureNotConfirmed(f"Capture {capture.id} is {capture.status}; its units ship once the "
+                                          "web shop reports the payment CONFIRMED.")
+            receipt = next(doc for doc in state.of_kind(RECEIPT) if doc.capture_id == capture.id)
+        else:
+            receipt = state.document(RECEIPT, receipt_id or "")
+        if any(doc.receipt_id == receipt.id for doc in state.of_kind(SHIPMENT)):
+            raise ReceiptAlreadyShipped(f"Receipt {receipt.number} has already been shipped.")
+        shipment = copy_of(receipt, SHIPMENT, utc_now(), receipt_id=receipt.id, carrier=carrier,
+                           tracking_number=tracking_number)
+        add_document(conn, state, shipment)
+        order_event(conn, tenant_id, state.order.ecom_store_id, subjects.ORDER_SHIPPED, state.order.id)
+        return state.order.id
 
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)
 
 
 def cancel(engine: sa.Engine, tenant_id: str, order_key: str, requested: Sequence[Any] | None) -> str:
     """Cancel open units ([{lineItemId, quantity}], or every open unit, which cancels the order when nothing
     was delivered); their reservation is released. Returns the order's id."""
 
-    def attempt() -> str:
-        with engine.begin() as conn:
-            state = locked_order(conn, tenant_id, order_key)
-            now = utc_now()
-            if state.order.status == RECEIVED and requested is None:
-                _cancel_received(conn, state, now)
-                return state.order.id
-            _refuse_unless_open(state, "cancelled line by line" if state.order.status == RECEIVED else "cancelled")
-            wanted = requested_units(state, requested, state.open, "cancel", "EXCEEDS_OPEN_QUANTITY")
-            # Unreserved units (a backorder) go first; the rest releases its reservation.
-            end_reservations(conn, state, {line_id: quantity - _unreserved_open(state, line_id)
-                                           for line_id, quantity in wanted.items()}, RELEASED, now)
-            change_lines(conn, state, "cancelled_quantity", wanted)
-            settle_status(conn, state, now)
+    def attempt(conn: sa.Connection) -> str:
+        state = locked_order(conn, tenant_id, order_key)
+        now = utc_now()
+        if state.order.status == RECEIVED and requested is None:
+            _cancel_received(conn, state, now)
             return state.order.id
+        _refuse_unless_open(state, "cancelled line by line" if state.order.status == RECEIVED else "cancelled")
+        wanted = requested_units(state, requested, state.open, "cancel", "EXCEEDS_OPEN_QUANTITY")
+        # Unreserved units (a backorder) go first; the rest releases its reservation.
+        end_reservations(conn, state, {line_id: quantity - _unreserved_open(state, line_id)
+                                       for line_id, quantity in wanted.items()}, RELEASED, now)
+        change_lines(conn, state, "cancelled_quantity", wanted)
+        settle_status(conn, state, now)
+        return state.order.id
 
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)
 
 
 def _unreserved_open(state: OrderState, line_id: str) -> Decimal:

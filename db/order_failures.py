@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from db.orders import RECEIVED
 from db.schema import order_processing_failures as failures
 from db.schema import orders
-from db.stock import write_with_retries
+from db.write_turns import transaction_with_retries
 from rules.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -69,26 +69,25 @@ def record_failures(engine: sa.Engine, tenant_id: str, errors: Mapping[str, str]
         return
     order_ids = sorted(errors)
 
-    def attempt() -> None:
-        with engine.begin() as conn:
-            earlier = dict(conn.execute(sa.select(failures.c.order_id, failures.c.attempts).where(
-                failures.c.tenant_id == tenant_id, failures.c.order_id.in_(order_ids))).all())
-            rows = []
-            for order_id in order_ids:
-                attempts = earlier.get(order_id, 0) + 1
-                parked = attempts >= retry.max_attempts
-                rows.append({"tenant_id": tenant_id, "order_id": order_id, "attempts": attempts,
-                             "last_error": errors[order_id], "last_attempt_time": now,
-                             "retry_at": None if parked else now + retry.delay(attempts)})
-                if parked:
-                    log.error("order %s of tenant %s failed to open %d times (last: %s); parked until an operator "
-                              "retries it", order_id, tenant_id, attempts, errors[order_id])
-            if earlier:
-                conn.execute(failures.delete().where(failures.c.tenant_id == tenant_id,
-                                                     failures.c.order_id.in_(sorted(earlier))))
-            conn.execute(failures.insert().values(rows))
+    def attempt(conn: sa.Connection) -> None:
+        earlier = dict(conn.execute(sa.select(failures.c.order_id, failures.c.attempts).where(
+            failures.c.tenant_id == tenant_id, failures.c.order_id.in_(order_ids))).all())
+        rows = []
+        for order_id in order_ids:
+            attempts = earlier.get(order_id, 0) + 1
+            parked = attempts >= retry.max_attempts
+            rows.append({"tenant_id": tenant_id, "order_id": order_id, "attempts": attempts,
+                         "last_error": errors[order_id], "last_attempt_time": now,
+                         "retry_at": None if parked else now + retry.delay(attempts)})
+            if parked:
+                log.error("order %s of tenant %s failed to open %d times (last: %s); parked until an operator "
+                          "retries it", order_id, tenant_id, attempts, errors[order_id])
+        if earlier:
+            conn.execute(failures.delete().where(failures.c.tenant_id == tenant_id,
+                                                 failures.c.order_id.in_(sorted(earlier))))
+        conn.execute(failures.insert().values(rows))
 
-    write_with_retries(engine, attempt)
+    transaction_with_retries(engine, attempt)
 
 
 def forget_failures(conn: sa.Connection, tenant_id: str, order_ids: list[str]) -> None:

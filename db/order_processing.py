@@ -46,8 +46,9 @@ from db.orders import OPEN, RECEIVED, order_key
 from db.outbox import pair_events, sku_events
 from db.reservations import ORDER_LINE, Reservation, reserve
 from db.schema import ecom_store_warehouses, order_lines, orders
-from db.stock import locked_levels, write_with_retries
+from db.stock import locked_levels
 from db.tenancy import across_tenants
+from db.write_turns import transaction_with_retries
 from rules.allocation import Wanted, allocate
 from rules.retry import RetryPolicy
 
@@ -87,11 +88,7 @@ def process_order(engine: sa.Engine, tenant_id: str, order_id: str) -> bool:
 def process_orders(engine: sa.Engine, tenant_id: str, order_ids: Sequence[str]) -> int:
     """Open those of the tenant's orders (oldest first) that are still RECEIVED, in one transaction; how many."""
 
-    def attempt() -> int:
-        with engine.begin() as conn:
-            return _open(conn, tenant_id, order_ids)
-
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, lambda conn: _open(conn, tenant_id, order_ids))
 
 
 def _open(conn: sa.Connection, tenant_id: str, order_ids: Sequence[str]) -> int:
@@ -208,14 +205,13 @@ def retry_order(engine: sa.Engine, tenant_id: str, id_or_number: str, retry: Ret
                 clock: Callable[[], datetime] = utc_now) -> ProcessingState | None:
     """An operator's retry: the order's attempts count from zero and it is tried at once (a failure counts as its
     first attempt, and it is retried with backoff as usual). Its state after; None for an unknown order."""
-    def forget() -> str | None:
-        with engine.begin() as conn:
-            found = conn.scalar(sa.select(orders.c.id).where(orders.c.tenant_id == tenant_id, order_key(id_or_number)))
-            if found is not None:
-                forget_failures(conn, tenant_id, [found])
-            return found
+    def forget(conn: sa.Connection) -> str | None:
+        found = conn.scalar(sa.select(orders.c.id).where(orders.c.tenant_id == tenant_id, order_key(id_or_number)))
+        if found is not None:
+            forget_failures(conn, tenant_id, [found])
+        return found
 
-    if (order_id := write_with_retries(engine, forget)) is None:
+    if (order_id := transaction_with_retries(engine, forget)) is None:
         return None
     opened, errors = _open_each(engine, tenant_id, [order_id])
     record_failures(engine, tenant_id, errors, retry, clock())

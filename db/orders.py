@@ -36,7 +36,7 @@ from db.schema import (
     order_numbers,
     orders,
 )
-from db.stock import write_with_retries
+from db.write_turns import transaction_with_retries, write_with_retries
 from rules.amounts import freight_amounts, line_amounts, order_amounts
 from rules.pricing import PricedSku, price_lines, problem
 
@@ -106,11 +106,7 @@ def create_orders(engine: sa.Engine, requests: Sequence[OrderRequest]) -> list[A
 def _created_alone(engine: sa.Engine, request: OrderRequest) -> Answer:
     """A group of one, run again after losing a unique key: the second run finds the winner's order and answers
     DuplicateOrder."""
-    def attempt() -> Answer:
-        with engine.begin() as conn:
-            return _created(conn, [request])[0]
-
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, lambda conn: _created(conn, [request])[0])
 
 
 def _created(conn: sa.Connection, requests: Sequence[OrderRequest]) -> list[Answer]:

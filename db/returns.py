@@ -41,7 +41,7 @@ from db.order_documents import (
     units,
 )
 from db.outbox import order_event
-from db.stock import write_with_retries
+from db.write_turns import transaction_with_retries
 from rules.amounts import Amounts
 
 
@@ -49,38 +49,37 @@ def return_units(engine: sa.Engine, tenant_id: str, order_key: str, requested: S
                  invoice_id: str | None = None) -> str:
     """Return delivered units ([{lineItemId, quantity}], or every unit not yet returned); returns the order's id."""
 
-    def attempt() -> str:
-        with engine.begin() as conn:
-            state = locked_order(conn, tenant_id, order_key)
-            invoices = state.of_kind(INVOICE) if invoice_id is None else [state.document(INVOICE, invoice_id)]
-            wanted = requested_units(state, requested,
-                                     lambda line: sum(_returnable(state, doc, line.id) for doc in invoices),
-                                     "return", "EXCEEDS_RETURNABLE_QUANTITY")
-            parts = _by_invoice(state, invoices, wanted)
-            full_return = all(state.final(line) and line.returned_quantity + wanted.get(line.id, ZERO)
-                              == line.delivered_quantity for line in state.lines)
-            freight = _freight_charged(state) if full_return and not _freight_refunded(state) else None
-            now = utc_now()
-            # Stock before the order lines and the return invoice numbers (the lock order of db/fulfilment.py).
-            put_back(conn, state, sku_quantities(state, wanted), now)
-            change_lines(conn, state, "returned_quantity", wanted)
-            for number, (invoice, part) in enumerate(parts, start=1):
-                refund_id = new_id()
-                return_invoice = Document(
-                    new_id(), RETURN_INVOICE, now, ZERO, ZERO,
-                    number=next_number(conn, tenant_id, RETURN_INVOICE), invoice_id=invoice.id, refund_id=refund_id,
-                    lines=shares(state, part, state.of_kind(RETURN_INVOICE), lambda line: _whole(state, line)))
-                if freight is not None and number == len(parts):
-                    return_invoice.freight_gross_amount, return_invoice.freight_vat_amount = freight.gross, freight.vat
-                add_document(conn, state, return_invoice)
-                refund = copy_of(return_invoice, REFUND, now, status=OPEN, return_invoice_id=return_invoice.id)
-                refund.id = refund_id
-                add_document(conn, state, refund)
-                order_event(conn, tenant_id, state.order.ecom_store_id, subjects.ORDER_READY_FOR_REFUND,
-                            state.order.id, {"refundId": refund_id})
-            return state.order.id
+    def attempt(conn: sa.Connection) -> str:
+        state = locked_order(conn, tenant_id, order_key)
+        invoices = state.of_kind(INVOICE) if invoice_id is None else [state.document(INVOICE, invoice_id)]
+        wanted = requested_units(state, requested,
+                                 lambda line: sum(_returnable(state, doc, line.id) for doc in invoices),
+                                 "return", "EXCEEDS_RETURNABLE_QUANTITY")
+        parts = _by_invoice(state, invoices, wanted)
+        full_return = all(state.final(line) and line.returned_quantity + wanted.get(line.id, ZERO)
+                          == line.delivered_quantity for line in state.lines)
+        freight = _freight_charged(state) if full_return and not _freight_refunded(state) else None
+        now = utc_now()
+        # Stock before the order lines and the return invoice numbers (the lock order of db/fulfilment.py).
+        put_back(conn, state, sku_quantities(state, wanted), now)
+        change_lines(conn, state, "returned_quantity", wanted)
+        for number, (invoice, part) in enumerate(parts, start=1):
+            refund_id = new_id()
+            return_invoice = Document(
+                new_id(), RETURN_INVOICE, now, ZERO, ZERO,
+                number=next_number(conn, tenant_id, RETURN_INVOICE), invoice_id=invoice.id, refund_id=refund_id,
+                lines=shares(state, part, state.of_kind(RETURN_INVOICE), lambda line: _whole(state, line)))
+            if freight is not None and number == len(parts):
+                return_invoice.freight_gross_amount, return_invoice.freight_vat_amount = freight.gross, freight.vat
+            add_document(conn, state, return_invoice)
+            refund = copy_of(return_invoice, REFUND, now, status=OPEN, return_invoice_id=return_invoice.id)
+            refund.id = refund_id
+            add_document(conn, state, refund)
+            order_event(conn, tenant_id, state.order.ecom_store_id, subjects.ORDER_READY_FOR_REFUND,
+                        state.order.id, {"refundId": refund_id})
+        return state.order.id
 
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)
 
 
 def _returnable(state: OrderState, invoice: Document, line_id: str) -> Decimal:
@@ -126,16 +125,15 @@ def report_refund(engine: sa.Engine, tenant_id: str, ecom_store_id: str, order_k
     """The web shop's refund report, naming the refund or its return invoice: CONFIRMED (the refund's exact
     gross amount) closes it, FAILED records it. Returns the refund."""
 
-    def attempt() -> Document:
-        with engine.begin() as conn:
-            state = locked_order(conn, tenant_id, order_key, ecom_store_id)
-            if refund_id is None:
-                refund_id_of_invoice = state.document(RETURN_INVOICE, return_invoice_id or "").refund_id
-                refund = state.document(REFUND, refund_id_of_invoice or "")
-            else:
-                refund = state.document(REFUND, refund_id)
-            record_report(conn, tenant_id, refund, OPEN, status, refunded_amount, "refundedAmount",
-                          RefundAlreadyCompleted, utc_now())
-            return refund
+    def attempt(conn: sa.Connection) -> Document:
+        state = locked_order(conn, tenant_id, order_key, ecom_store_id)
+        if refund_id is None:
+            refund_id_of_invoice = state.document(RETURN_INVOICE, return_invoice_id or "").refund_id
+            refund = state.document(REFUND, refund_id_of_invoice or "")
+        else:
+            refund = state.document(REFUND, refund_id)
+        record_report(conn, tenant_id, refund, OPEN, status, refunded_amount, "refundedAmount",
+                      RefundAlreadyCompleted, utc_now())
+        return refund
 
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)

@@ -5,23 +5,18 @@ On hand is set one way, whoever sets it: adjustments and counts (`adjust_stock`)
 (`set_on_hand`, from the loader) lock the stock rows, write the new counts and, where on hand falls below what is
 reserved, release the shortfall from the newest reservations there (a count is a fact: ECOMMERCE.md "Stock"), in
 the transaction that writes the InventoryUpdated events. Reserving locks the same rows (`locked_levels`), so a
-load or a count racing an order or a cart loses neither. PostgreSQL locks the rows (`FOR UPDATE`, always in
-(location, SKU) order, before order lines and reservation rows, so no two transactions deadlock); DuckDB has no
-row locks and fails the later of two conflicting transactions instead, so this process's writers take turns on a
-lock and a conflict with another writer is tried again a few times. `write_with_retries` and `for_update` are
-that approach, for every writer of stock rows.
+load or a count racing an order or a cart loses neither. PostgreSQL locks the rows (`for_update`: `FOR UPDATE`,
+always in (location, SKU) order, before order lines and reservation rows, so no two transactions deadlock); DuckDB
+has no row locks, so every writer of stock rows runs its transaction through db/write_turns.py, which takes turns
+and tries a write again after it lost to a concurrent writer.
 """
 
 import logging
-import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import TypeVar
 
-import duckdb
-import psycopg
 import sqlalchemy as sa
 
 from contracts.formats import DECIMAL_INTEGER_DIGITS
@@ -32,17 +27,11 @@ from db.ids import utc_now
 from db.outbox import sku_events
 from db.reservations import Released, release_shortfall
 from db.schema import retail_stores, skus, stock_levels, warehouses
-from rules.retry import RetryPolicy
+from db.write_turns import transaction_with_retries
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-ATTEMPTS = 5
-_RETRY_BASE_SECONDS = 0.02
-_WRITE_RETRY = RetryPolicy(ATTEMPTS, _RETRY_BASE_SECONDS, max_seconds=_RETRY_BASE_SECONDS * 2 ** ATTEMPTS)
 MAX_ON_HAND = Decimal(10) ** DECIMAL_INTEGER_DIGITS  # DECIMAL(18,4)
-# One per process: the embedded DuckDB file has one owning process, which then takes turns here.
-_DUCKDB_WRITES = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -120,16 +109,14 @@ def adjust_stock(engine: sa.Engine, tenant_id: str, location_number: str, sku_nu
     if (delta is None) == (on_hand is None):
         raise ValueError("give exactly one of delta and on_hand")
 
-    def attempt() -> StockLevel:
-        with engine.begin() as conn:
-            location = _location(conn, tenant_id, location_number, location_type)
-            sku_id = conn.scalar(sa.select(skus.c.id).where(skus.c.tenant_id == tenant_id,
-                                                          skus.c.number == sku_number))
-            if sku_id is None:
-                raise StockNotFound("skuNumber", f"No SKU {sku_number} in this tenant.")
-            return _adjust(conn, tenant_id, location, sku_id, sku_number, delta, on_hand)
+    def attempt(conn: sa.Connection) -> StockLevel:
+        location = _location(conn, tenant_id, location_number, location_type)
+        sku_id = conn.scalar(sa.select(skus.c.id).where(skus.c.tenant_id == tenant_id, skus.c.number == sku_number))
+        if sku_id is None:
+            raise StockNotFound("skuNumber", f"No SKU {sku_number} in this tenant.")
+        return _adjust(conn, tenant_id, location, sku_id, sku_number, delta, on_hand)
 
-    level = write_with_retries(engine, attempt)
+    level = transaction_with_retries(engine, attempt)
     if level.changed:
         log.info("stock adjusted: tenant %s location %s SKU %s on hand now %s, %s reserved units released (%s)",
                  tenant_id, location_number, sku_number, decimal(level.on_hand),
@@ -222,35 +209,8 @@ def set_on_hand(conn: sa.Connection, tenant_id: str, counted: Mapping[tuple[str,
     return changes
 
 
-def _is_conflict(error: sa.exc.DBAPIError) -> bool:
-    """A write that lost to a concurrent one: DuckDB's transaction conflict, or on PostgreSQL two first
-    adjustments of a row both inserting it (the loser finds the row, locked, when it tries again)."""
-    return isinstance(error.orig, (duckdb.TransactionException, psycopg.errors.UniqueViolation))
-
-
 def for_update(conn: sa.Connection, query: sa.Select) -> sa.Select:
     """The query locking the stock rows it reads until the transaction ends (PostgreSQL); DuckDB has no row locks,
-    its writers take turns in `write_with_retries`. Lock several rows in one stable order to avoid deadlocks."""
+    its writers take turns in `db.write_turns.write_with_retries`. Lock several rows in one stable order to avoid
+    deadlocks."""
     return query if is_duckdb(conn.engine) else query.with_for_update()
-
-
-def write_with_retries(engine: sa.Engine, attempt: Callable[[], T]) -> T:
-    """Run `attempt` (its own transaction), again after it lost to a concurrent writer; on DuckDB one at a time."""
-
-    def once() -> T:
-        if is_duckdb(engine):
-            with _DUCKDB_WRITES:
-                return attempt()
-        return attempt()
-
-    return _WRITE_RETRY.call(once, lambda error: isinstance(error, sa.exc.DBAPIError) and _is_conflict(error))
-
-
-def transaction_with_retries(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
-    """`work` in a transaction of its own, run as write_with_retries runs an attempt."""
-
-    def attempt() -> T:
-        with engine.begin() as conn:
-            return work(conn)
-
-    return write_with_retries(engine, attempt)

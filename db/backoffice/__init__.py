@@ -19,27 +19,26 @@ from db.backoffice.document import DocumentError, DocumentInvalid, error_order
 from db.backoffice.sync import LoadReport
 from db.ids import utc_now
 from db.schema import tenants
-from db.stock import write_with_retries
+from db.write_turns import transaction_with_retries
 
 __all__ = ["DocumentError", "DocumentInvalid", "LoadReport", "load_document"]
 
 
 def load_document(engine: sa.Engine, tenant_id: str, document: dict[str, Any]) -> LoadReport:
     """Load the document whole or not at all; a load that loses to a concurrent writer of the same rows (DuckDB) is
-    run again, as stock writers are (db/stock.py)."""
+    run again, as every writer is (db/write_turns.py)."""
 
-    def attempt() -> LoadReport:
+    def attempt(conn: sa.Connection) -> LoadReport:
         # Checked inside the transaction, so the references it relies on cannot change before the writes.
-        with engine.begin() as conn:
-            errors = sorted(set(document_errors(conn, tenant_id, document)), key=error_order)
-            if errors:
-                raise DocumentInvalid(errors)
-            before = take_view(conn, tenant_id)
-            applier = apply_document(conn, tenant_id, utc_now(), document)
-            announce(applier, before)
-            # What processes keep of the catalogue for order creation is read afresh after it (db/order_context.py).
-            conn.execute(tenants.update().where(tenants.c.id == tenant_id)
-                         .values(catalogue_version=tenants.c.catalogue_version + 1))
-            return applier.report
+        errors = sorted(set(document_errors(conn, tenant_id, document)), key=error_order)
+        if errors:
+            raise DocumentInvalid(errors)
+        before = take_view(conn, tenant_id)
+        applier = apply_document(conn, tenant_id, utc_now(), document)
+        announce(applier, before)
+        # What processes keep of the catalogue for order creation is read afresh after it (db/order_context.py).
+        conn.execute(tenants.update().where(tenants.c.id == tenant_id)
+                     .values(catalogue_version=tenants.c.catalogue_version + 1))
+        return applier.report
 
-    return write_with_retries(engine, attempt)
+    return transaction_with_retries(engine, attempt)
