@@ -2,7 +2,8 @@
 
 Picking, payment reports, shipping, returns and cancelling (db/fulfilment.py, db/returns.py) each run in one
 transaction on the locked order (`locked_order`): PostgreSQL holds the order row `FOR UPDATE`, DuckDB's writers
-take turns (db/stock.py), so two operations on one order never interleave and a quantity is never taken twice.
+take turns (db/write_turns.py), so two operations on one order never interleave and a quantity is never taken
+twice.
 Documents are written once; only a capture's or a refund's status, reported amount and completion change later.
 
 The units of a line: `quantity` = cancelled + delivered (receipted) + in PENDING captures + open (still to pick).
