@@ -25,8 +25,8 @@ import sqlalchemy as sa
 from benchmarks.measure import load
 from db.bulk import driver_connection
 from db.engine import create_engine
-from db.held import ParameterKey, held_parameters, page_query
-from db.held_export import _PARAMETERS, _arrow_page, _narrowed, replenishment_parameter_arrow_page
+from db.held import ParameterKey
+from db.held_export import parameter_page_in_one_statement, replenishment_parameter_arrow_page
 from db.ids import new_id
 from db.migrate import upgrade
 from db.tenants import create_tenant
@@ -76,10 +76,8 @@ def seed(engine: sa.Engine, stores: int, sku_count: int) -> str:
 
 
 def one_statement(engine: sa.Engine, tenant_id: str, after: ParameterKey | None, limit: int) -> object:
-    """The page as db.held's single statement reads it (the window resolved in SQL)."""
-    rows = held_parameters(tenant_id, after=after, windowed=True)
-    query = page_query(_narrowed(rows, _PARAMETERS), ParameterKey, after, limit)
-    return _arrow_page(engine, query, ParameterKey, limit, _PARAMETERS, in_parts=False)
+    return parameter_page_in_one_statement(engine, tenant_id, retail_store_number=None, modified_since=None,
+                                           after=after, limit=limit)
 
 
 def window(engine: sa.Engine, tenant_id: str, after: ParameterKey | None, limit: int) -> object:

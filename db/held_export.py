@@ -118,6 +118,15 @@ def replenishment_parameter_arrow_page(engine: sa.Engine, tenant_id: str, *, ret
             rows = parameter_page_rows(functools.partial(_frame, engine, conn=conn), tenant_id, retail_store_number,
                                        after, limit)
         return _page(rows, ParameterKey, limit, _PARAMETERS)
+    return parameter_page_in_one_statement(engine, tenant_id, retail_store_number=retail_store_number,
+                                           modified_since=modified_since, after=after, limit=limit)
+
+
+def parameter_page_in_one_statement(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
+                                    modified_since: datetime | None, after: ParameterKey | None,
+                                    limit: int) -> ArrowPage:
+    """replenishment_parameter_arrow_page's page as db.held's one statement resolves and reads it: PostgreSQL's
+    way, and DuckDB's with modifiedSince (benchmarks.parameter_pages compares it with DuckDB's other way)."""
     rows = held_parameters(tenant_id, retail_store_number=retail_store_number, modified_since=modified_since,
                            after=after, windowed=modified_since is None)
     in_parts = not is_duckdb(engine)
