@@ -32,6 +32,7 @@ from db.held import (
     PAGE_PART,
     ForecastKey,
     KeyT,
+    PageKey,
     ParameterKey,
     first_store_after,
     held_forecasts,
@@ -83,8 +84,7 @@ def sales_forecast_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store
         template = _forecast_page_template(retail_store_number is not None, ecom_store_number is not None,
                                            after is not None, limit)
         values = {"tenant_id": tenant_id, "today": today, "retail_store_number": retail_store_number,
-                  "ecom_store_number": ecom_store_number,
-                  **({f"after_{name}": value for name, value in after.to_dict().items()} if after else {})}
+                  "ecom_store_number": ecom_store_number, **_key_values(after)}
         return _arrow_page(engine, template.render(values), ForecastKey, limit, _FORECASTS, in_parts=True)
     rows = held_forecasts(tenant_id, retail_store_number=retail_store_number,
                           ecom_store_number=ecom_store_number, today=today, columns=list(_FORECAST_COLUMNS))
@@ -108,6 +108,11 @@ def _forecast_page_template(retail: bool, ecom: bool, after: bool, limit: int) -
     return InlinedTemplate(page_query(rows, ForecastKey, key if after else None, limit, ordered=False))
 
 
+def _key_values(after: PageKey | None) -> dict[str, object]:
+    """The page key's values as a page template names them (after_store_number…); none for a first page."""
+    return {f"after_{name}": value for name, value in after.to_dict().items()} if after else {}
+
+
 def replenishment_parameter_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
                                        modified_since: datetime | None, after: ParameterKey | None,
                                        limit: int) -> ArrowPage:
@@ -127,11 +132,33 @@ def parameter_page_in_one_statement(engine: sa.Engine, tenant_id: str, *, retail
                                     limit: int) -> ArrowPage:
     """replenishment_parameter_arrow_page's page as db.held's one statement resolves and reads it: PostgreSQL's
     way, and DuckDB's with modifiedSince (benchmarks.parameter_pages compares it with DuckDB's other way)."""
+    if not is_duckdb(engine):
+        # The statement is built and compiled once per shape; each page writes its values in.
+        template = _parameter_page_template(retail_store_number is not None, modified_since is not None,
+                                            after is not None, limit)
+        values = {"tenant_id": tenant_id, "retail_store_number": retail_store_number,
+                  "modified_since": modified_since, **_key_values(after)}
+        return _arrow_page(engine, template.render(values), ParameterKey, limit, _PARAMETERS, in_parts=True)
     rows = held_parameters(tenant_id, retail_store_number=retail_store_number, modified_since=modified_since,
                            after=after, windowed=modified_since is None)
-    in_parts = not is_duckdb(engine)
-    query = page_query(_narrowed(rows, _PARAMETERS), ParameterKey, after, limit, ordered=not in_parts)
-    return _arrow_page(engine, query, ParameterKey, limit, _PARAMETERS, in_parts=in_parts)
+    query = page_query(_narrowed(rows, _PARAMETERS), ParameterKey, after, limit)
+    return _arrow_page(engine, query, ParameterKey, limit, _PARAMETERS, in_parts=False)
+
+
+@functools.lru_cache(maxsize=64)
+def _parameter_page_template(retail: bool, since: bool, after: bool, limit: int) -> InlinedTemplate:
+    """The PostgreSQL page query of replenishment parameters, its values bound parameters named after
+    replenishment_parameter_arrow_page's arguments (the key's as after_store_number…); unordered (see
+    db.held.page_query)."""
+    key = [sa.bindparam(f"after_{name}", type_=sa.String()) for name in key_names(ParameterKey)]
+    rows = held_parameters(sa.bindparam("tenant_id"),  # type: ignore[arg-type]
+                           retail_store_number=sa.bindparam("retail_store_number") if retail else None,
+                           modified_since=sa.bindparam("modified_since", type_=sa.DateTime(timezone=True))
+                           if since else None,  # type: ignore[arg-type]
+                           after=ParameterKey(*key) if after else None,  # type: ignore[arg-type]
+                           windowed=not since)
+    return InlinedTemplate(page_query(_narrowed(rows, _PARAMETERS), ParameterKey, key if after else None, limit,
+                                      ordered=False))
 
 
 def _arrow_page(engine: sa.Engine, query: sa.Executable | str, key_type: type[KeyT], limit: int,
