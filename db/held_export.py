@@ -151,10 +151,10 @@ def _parameter_page_template(retail: bool, since: bool, after: bool, limit: int)
     replenishment_parameter_arrow_page's arguments (the key's as after_store_number…); unordered (see
     db.held.page_query)."""
     key = [sa.bindparam(f"after_{name}", type_=sa.String()) for name in key_names(ParameterKey)]
+    modified_since = sa.bindparam("modified_since", type_=sa.DateTime(timezone=True)) if since else None
     rows = held_parameters(sa.bindparam("tenant_id"),  # type: ignore[arg-type]
                            retail_store_number=sa.bindparam("retail_store_number") if retail else None,
-                           modified_since=sa.bindparam("modified_since", type_=sa.DateTime(timezone=True))
-                           if since else None,  # type: ignore[arg-type]
+                           modified_since=modified_since,  # type: ignore[arg-type]
                            after=ParameterKey(*key) if after else None,  # type: ignore[arg-type]
                            windowed=not since)
     return InlinedTemplate(page_query(_narrowed(rows, _PARAMETERS), ParameterKey, key if after else None, limit,
