@@ -7,8 +7,8 @@ millisecond or more per operator of a plan however few its rows, and its decorre
 lines) hashes every line of the tenant: that statement took 85–90 ms of CPU a page on the demo's back office of 220
 rows. Here a page takes the stores from the cursor's on, a few at a time, reads their lines, and resolves just the
 keys the page may need by the rules in the README's Decisions ("Replenishment resolution"), db.held's
-rules. Without modifiedSince only: with it, a store with lines may have no row left, and db.held's statement reads
-just the keys modified since.
+rules. Without modifiedSince only: with it, a store with lines may have no row left, and db.held's statement
+resolves just the keys modified since (read by seeking on DuckDB, db.held_export).
 """
 
 from collections.abc import Callable
