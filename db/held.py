@@ -101,8 +101,9 @@ _SOURCES = (_Source("RETAIL_STORE_SPECIFIC", store_assortment_lines, "store_line
             _Source("BASE_ASSORTMENT", assortment_lines, "base_line", "base_assortment_id", "assortment_id"))
 PARAMETER_SOURCES = tuple(source.name for source in _SOURCES)  # most specific first
 _VALUES = ("reorder_point", "maximum_inventory", "modified_time")
-# A page needs the cursor's store, the next store and the store after that one (see _parameter_stores).
-_STORE_WINDOW = 3
+# A page needs the cursor's store, the next store and the store after that one (see _parameter_stores); DuckDB's
+# parameter pages (db.parameter_window) take stores this many at a time too.
+STORE_WINDOW = 3
 
 
 def replenishment_parameter_page(engine: sa.Engine, tenant_id: str, *, retail_store_number: str | None,
@@ -154,7 +155,7 @@ def _parameter_stores(tenant_id: str, retail_store_number: str | None, after: Pa
         lines = [(source, source.table.alias()) for source in _SOURCES]
         has_lines = sa.or_(*(sa.exists().where(line.c.tenant_id == tenant_id, source.lines_of(line, stores.c))
                              for source, line in lines))
-        query = query.where(has_lines).order_by(stores.c.number).limit(_STORE_WINDOW)
+        query = query.where(has_lines).order_by(stores.c.number).limit(STORE_WINDOW)
     return query.cte("stores")
 
 

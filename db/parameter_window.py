@@ -16,16 +16,13 @@ from collections.abc import Callable
 import polars as pl
 import sqlalchemy as sa
 
-from db.held import PARAMETER_SOURCES, ParameterKey
+from db.held import PARAMETER_SOURCES, STORE_WINDOW, ParameterKey
 from db.held_quantities import POLARS_DECIMAL
 from db.schema import assortment_lines, retail_stores, skus, store_assortment_lines
 
 # What a store's lines hang off, in PARAMETER_SOURCES' order (most specific first; the rank orders them): the store
 # itself, then its local and its base assortment.
 _OWNERS = ("id", "local_assortment_id", "base_assortment_id")
-# Stores taken at a time: the cursor's store and the next two hold the page and the row that tells whether rows
-# follow, unless some of them have no lines.
-_WINDOW = 3
 
 STORE_COLUMNS = {"id": pl.String, "number": pl.String, "local_assortment_id": pl.String,
                  "base_assortment_id": pl.String}
@@ -42,9 +39,9 @@ def parameter_page_rows(read: "Read", tenant_id: str, retail_store_number: str |
         stores = read(_stores_query(tenant_id, retail_store_number, after, last), STORE_COLUMNS)
         lines = read(_lines_query(tenant_id, stores), LINE_COLUMNS) if stores.height else pl.DataFrame(
             schema=LINE_COLUMNS)
-        found.append(resolved(stores, lines, after, limit))
+        found.append(_resolved(stores, lines, after, limit))
         rows = pl.concat(found)
-        if rows.get_column("store_number").n_unique() >= 2 or stores.height < _WINDOW:
+        if rows.get_column("store_number").n_unique() >= 2 or stores.height < STORE_WINDOW:
             return _needed(rows, limit)
         last = stores.get_column("number").max()
 
@@ -64,7 +61,7 @@ def _stores_query(tenant_id: str, retail_store_number: str | None, after: Parame
         query = query.where(stores.c.number > last)
     elif after is not None:
         query = query.where(stores.c.number >= after.store_number)
-    return query.order_by(stores.c.number).limit(_WINDOW)
+    return query.order_by(stores.c.number).limit(STORE_WINDOW)
 
 
 LINE_COLUMNS = {"owner": pl.String, "sku_number": pl.String, "replenishment_type": pl.String,
@@ -90,13 +87,13 @@ def _lines_query(tenant_id: str, stores: pl.DataFrame) -> sa.CompoundSelect:
                 .where(lines.c.tenant_id == tenant_id, owner.in_(padded)))
 
     return sa.union_all(
-        read(store_assortment_lines, store_assortment_lines.c.retail_store_id, stores["id"].to_list(), _WINDOW,
+        read(store_assortment_lines, store_assortment_lines.c.retail_store_id, stores["id"].to_list(), STORE_WINDOW,
              store_assortment_lines.c.locked),
-        read(assortment_lines, assortment_lines.c.assortment_id, assortment_ids, 2 * _WINDOW,
+        read(assortment_lines, assortment_lines.c.assortment_id, assortment_ids, 2 * STORE_WINDOW,
              sa.null().cast(sa.Boolean)))
 
 
-def resolved(stores: pl.DataFrame, lines: pl.DataFrame, after: ParameterKey | None, limit: int) -> pl.DataFrame:
+def _resolved(stores: pl.DataFrame, lines: pl.DataFrame, after: ParameterKey | None, limit: int) -> pl.DataFrame:
     """The parameters in use per store and SKU of the stores' lines (db.held.held_parameters' columns), in key order,
     after the key: of the keys a page may need (_needed's), not of every line read."""
     owners = pl.concat([stores.select(pl.col("number").alias("store_number"), pl.col(owner).alias("owner"),
