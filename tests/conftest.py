@@ -58,8 +58,9 @@ BACKENDS = ("duckdb", "postgresql")
 # full-cost hash at full cost: the unknown client's, those `pia` commands make, and those of the tests about that
 # cost (test_token_endpoint_load.py). test_credentials.py holds the shipped parameters to the library's default.
 credentials._hasher = PasswordHasher.from_parameters(profiles.CHEAPEST)
-# Fixtures of the order tests' web shop (shop, business, document), beside its helpers.
-pytest_plugins = ("tests.web_shop",)
+# Fixtures of the order tests' web shop (shop, business, document), beside its helpers; pytest's own `pytester`, for
+# the tests of the suite's tooling (test_cpu_per_test.py).
+pytest_plugins = ("tests.web_shop", "pytester")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
