@@ -94,6 +94,16 @@ def tenants_ready(engine: sa.Engine, now: datetime) -> list[str]:
             .order_by(batches.c.tenant_id), "the workers' poll serves every tenant")))
 
 
+def next_retry_time(engine: sa.Engine, now: datetime) -> datetime | None:
+    """The earliest retry still to come of any tenant's unfinished batch: when an idle worker polls again
+    (db.polls)."""
+    with engine.connect() as conn:
+        return conn.scalar(across_tenants(
+            sa.select(sa.func.min(batches.c.retry_at)).where(batches.c.progress.in_(UNFINISHED),
+                                                               batches.c.retry_at > now),
+            "the workers' poll serves every tenant"))
+
+
 def in_line(engine: sa.Engine, tenant_id: str, limit: int = 1) -> list[sa.Row]:
     """The tenant's oldest unfinished batches, up to limit, in receivedTime order (the order they are processed
     in): batch_id, kind, attempts, item_count and retry_at of each.

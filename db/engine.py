@@ -1,6 +1,7 @@
 """Engines for the embedded DuckDB file and for PostgreSQL."""
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -19,14 +20,59 @@ class AlembicDuckDBImpl(DefaultImpl):
     transactional_ddl = True
 
 
+class Commits:
+    """How many transactions changed the DuckDB file, counted by its engine in this process. The process that writes
+    the file holds it alone (DuckDB's lock), so a count that has not moved means that nothing in it changed: the
+    in-process roles' polls (db.polls) skip their queries meanwhile."""
+
+    def __init__(self) -> None:
+        self.count = 0  # only ever increased, one commit at a time (_lock); read without it
+        self._lock = threading.Lock()
+
+    def changed(self) -> None:
+        with self._lock:
+            self.count += 1
+
+
+_QUIET = "pia.quiet_commit"
+# Per DuckDB file: engines of one process on one file (the tests make several) share its database and its count.
+_COMMITS_OF_FILE: dict[str, Commits] = {}
+_COMMITS_LOCK = threading.Lock()
+
+
+def _commits_of_file(database: str) -> Commits:
+    with _COMMITS_LOCK:
+        return _COMMITS_OF_FILE.setdefault(str(Path(database).resolve()), Commits())
+
+
 class CachedDuckDBDialect(duckdb_engine.Dialect):
     """duckdb_engine's dialect with SQLAlchemy's cache of compiled statements on. duckdb_engine leaves it off by not
     declaring its compiler cache-safe; it compiles statements as PostgreSQL's dialect does (which caches), adding
     only type names for DDL. Without the cache every statement is compiled again at every execution: a sixth of the
     CPU of the DuckDB stock model test (see the README's Decisions). Data statements run from DuckDB's kept parse
-    of their text (kept_parse)."""
+    of their text (kept_parse). Its engine counts the commits (`commits`), after they are done, so that a poll that
+    read the count before its query and finds it unchanged knows its query saw every change."""
 
     supports_statement_cache = True
+
+    commits = None  # create_engine gives each engine its file's Commits
+
+    def do_commit(self, dbapi_connection: Any) -> None:
+        super().do_commit(dbapi_connection)
+        if not _quiet(dbapi_connection) and self.commits is not None:
+            self.commits.changed()
+
+    def do_rollback(self, dbapi_connection: Any) -> None:
+        _quiet(dbapi_connection)
+        super().do_rollback(dbapi_connection)
+
+
+def _quiet(dbapi_connection: Any) -> bool:
+    """Whether quiet_commit marked the connection's transaction; the mark is cleared."""
+    try:
+        return dbapi_connection.info.pop(_QUIET, False)
+    except NotImplementedError:  # the pool's first rollback of a new connection, on a proxy without `info`
+        return False
 
     def do_execute(self, cursor: Any, statement: str, parameters: Any, context: Any = None) -> None:
         parsed = duckdb_statement(cursor.connection, statement)
@@ -71,8 +117,10 @@ def create_engine(settings: Settings) -> sa.Engine:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         # Without the ICU extension (not bundled) DuckDB keeps TIMESTAMPTZ in UTC, as we want.
         # Checkpoints after every 16 MB of WAL stalled bulk batch applies for seconds; fewer, larger ones don't.
-        return sa.create_engine(url.set(drivername="duckdb+cached"),
-                                connect_args={"config": {"checkpoint_threshold": "256MB"}})
+        engine = sa.create_engine(url.set(drivername="duckdb+cached"),
+                                  connect_args={"config": {"checkpoint_threshold": "256MB"}})
+        engine.dialect.commits = _commits_of_file(url.database)
+        return engine
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
     return sa.create_engine(
@@ -86,3 +134,16 @@ def create_engine(settings: Settings) -> sa.Engine:
 
 def is_duckdb(engine: sa.Engine) -> bool:
     return engine.dialect.name == "duckdb"
+
+
+def commits_of(engine: sa.Engine) -> Commits | None:
+    """The count of the engine's commits that changed something pollers read: DuckDB's only (a PostgreSQL database
+    is written by other processes too)."""
+    return getattr(engine.dialect, "commits", None)
+
+
+def quiet_commit(conn: sa.Connection) -> None:
+    """The connection's transaction changes nothing the in-process roles poll for (audit rows): its commit leaves
+    the count alone, so that a server's requests, each leaving an audit row, do not set the roles polling."""
+    if commits_of(conn.engine) is not None:
+        conn.info[_QUIET] = True

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from db.orders import RECEIVED
 from db.schema import order_processing_failures as failures
 from db.schema import orders
+from db.tenancy import across_tenants
 from db.write_turns import transaction_with_retries
 from rules.retry import RetryPolicy
 
@@ -59,6 +60,14 @@ def waiting_for_retry(now: datetime) -> sa.Exists:
     """Whether the (correlated) order is parked or its next attempt is still to come."""
     return sa.exists().where(failures.c.tenant_id == orders.c.tenant_id, failures.c.order_id == orders.c.id,
                              sa.or_(failures.c.retry_at.is_(None), failures.c.retry_at > now))
+
+
+def next_retry_time(engine: sa.Engine, now: datetime) -> datetime | None:
+    """The earliest next attempt still to come, of any tenant's order (of an order opened since, it only wakes a
+    processor's poll early): when an idle processor polls again (db.polls)."""
+    with engine.connect() as conn:
+        return conn.scalar(across_tenants(sa.select(sa.func.min(failures.c.retry_at)).where(failures.c.retry_at > now),
+                                          "a processor's poll serves every tenant"))
 
 
 def record_failures(engine: sa.Engine, tenant_id: str, errors: Mapping[str, str], retry: RetryPolicy,

@@ -38,12 +38,14 @@ from db.order_failures import (
     ProcessingState,
     failure_text,
     forget_failures,
+    next_retry_time,
     processing_state,
     record_failures,
     waiting_for_retry,
 )
 from db.orders import OPEN, RECEIVED, order_key
 from db.outbox import pair_events, sku_events
+from db.polls import PollGate
 from db.reservations import ORDER_LINE, Reservation, reserve
 from db.schema import ecom_store_warehouses, order_lines, orders
 from db.stock import locked_levels
@@ -234,15 +236,22 @@ def _await_other_processor(engine: sa.Engine, tenant_id: str, order_id: str) -> 
 def run_order_processor(engine: sa.Engine, retry: RetryPolicy, stop: threading.Event, wake: threading.Event,
                         poll_seconds: float) -> None:
     """Process orders until stopped: at once when woken (a new order), else every poll_seconds, which also picks
-    up orders a stopped process left RECEIVED and orders whose next attempt has come. A failure of the loop itself
-    (the database gone) is logged and tried again at the next round."""
+    up orders a stopped process left RECEIVED and orders whose next attempt has come; on DuckDB a round after one
+    that opened nothing asks the database only once something was committed or the next attempt has come
+    (db.polls). A failure of the loop itself (the database gone) is logged and tried again at the next round."""
+    gate = PollGate(engine)
     while not stop.is_set():
+        woken = wake.is_set()
         wake.clear()
         started = time.monotonic()
-        try:
-            process_received(engine, retry, stop)
-        except Exception:
-            log.exception("order processing failed; trying again in %.1f s", poll_seconds)
+        if woken or gate.open():
+            gate.polling()
+            try:
+                if not process_received(engine, retry, stop):
+                    now = utc_now()
+                    gate.idle(next_retry_time(engine, now), now)
+            except Exception:
+                log.exception("order processing failed; trying again in %.1f s", poll_seconds)
         wake.wait(poll_seconds)
         # Rounds come at most every ROUND_SECONDS: while orders arrive faster, those of that moment are opened as
         # one batch (a transaction of a dozen statements) rather than each in one of their own.

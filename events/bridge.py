@@ -48,6 +48,7 @@ from db import event_delivery
 from db.destinations import DestinationSettings, get_destination
 from db.engine import is_duckdb
 from db.event_delivery import StoreKey
+from db.polls import PollGate
 from db.secrets import SecretBox, SecretKeyError, secret_box
 from events.delivery import DeliveryFailed, Destination
 from events.lanes import FLUSH_SECONDS, Held, Outcome, StoreLanes, stopped_within
@@ -331,13 +332,21 @@ class OutboxSource:
         self._feeding: dict[StoreKey, asyncio.Task[None]] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
+        # On DuckDB a poll that found every store delivered is not made again until something was committed (db.polls).
+        gate = PollGate(self._deliveries.engine)
         try:
             while not stop.is_set():
-                try:
-                    stores = await asyncio.to_thread(event_delivery.stores_with_undelivered, self._deliveries.engine)
-                except sa.exc.DBAPIError as error:  # the database away for a while: the next poll tries again
-                    log.warning("bridge cannot read the outbox: %s", error)
-                    stores = []
+                stores = []
+                if gate.open():
+                    gate.polling()
+                    try:
+                        stores = await asyncio.to_thread(event_delivery.stores_with_undelivered,
+                                                         self._deliveries.engine)
+                    except sa.exc.DBAPIError as error:  # the database away for a while: the next poll tries again
+                        log.warning("bridge cannot read the outbox: %s", error)
+                    else:
+                        if not stores:
+                            gate.idle()
                 for store in stores:
                     if store not in self._feeding:
                         task = asyncio.create_task(self._feed(store, stop), name=f"bridge {store.ecom_store_id}")

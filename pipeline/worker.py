@@ -46,6 +46,7 @@ from db.batches import (
     get_batches,
     in_line,
     mark_processing,
+    next_retry_time,
     retry_later,
     tenants_ready,
 )
@@ -53,6 +54,7 @@ from db.bulk import drop_stale_ingested
 from db.click_and_collect import expire_carts
 from db.engine import is_duckdb
 from db.ids import new_id, utc_now
+from db.polls import PollGate
 from db.retention import RetentionPolicy, remove_expired
 from db.staging import read_staged
 from db.transient import is_transient as is_database_transient
@@ -344,21 +346,29 @@ class Pipeline:
                 "lock_timeout", f"{round(self.lock_timeout_seconds * 1000)}ms", True)))
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None, poll_seconds: float = 1.0) -> None:
-        """Process until stopped; sleep poll_seconds when idle unless woken. Beats its heartbeat every
+        """Process until stopped; sleep poll_seconds when idle unless woken (on DuckDB an idle worker's rounds ask
+        the database only once something was committed or a retry has come: db.polls). Beats its heartbeat every
         heartbeat_seconds and removes expired data every retention_interval_seconds."""
         wake = wake or threading.Event()
         self._beat_every = self.heartbeat_seconds
+        gate = PollGate(self.engine)
         try:
             while not stop.is_set():
+                woken = wake.is_set()
                 wake.clear()
+                handled = 0
                 try:
                     self._beat_if_due()
-                    handled = self.process_pending()
+                    if woken or gate.open():
+                        gate.polling()
+                        handled = self.process_pending()
+                        if not handled:
+                            now = self.clock()
+                            gate.idle(next_retry_time(self.engine, now), now)
                 except Exception as error:
                     if not is_transient(error):
                         raise
                     log.warning("pipeline: database unavailable (%s); retrying", _cause(error))
-                    handled = 0
                 self._remove_expired_if_due()
                 self._expire_carts_if_due()
                 if not handled:
