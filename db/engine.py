@@ -66,6 +66,13 @@ class CachedDuckDBDialect(duckdb_engine.Dialect):
         _quiet(dbapi_connection)
         super().do_rollback(dbapi_connection)
 
+    def do_execute(self, cursor: Any, statement: str, parameters: Any, context: Any = None) -> None:
+        parsed = duckdb_statement(cursor.connection, statement)
+        if isinstance(parsed, str):
+            super().do_execute(cursor, statement, parameters, context)
+        else:  # cursor.connection passes execute on to the DuckDB connection the cursor reads its results from
+            cursor.connection.execute(parsed, parameters)
+
 
 def _quiet(dbapi_connection: Any) -> bool:
     """Whether quiet_commit marked the connection's transaction; the mark is cleared."""
@@ -73,13 +80,6 @@ def _quiet(dbapi_connection: Any) -> bool:
         return dbapi_connection.info.pop(_QUIET, False)
     except NotImplementedError:  # the pool's first rollback of a new connection, on a proxy without `info`
         return False
-
-    def do_execute(self, cursor: Any, statement: str, parameters: Any, context: Any = None) -> None:
-        parsed = duckdb_statement(cursor.connection, statement)
-        if isinstance(parsed, str):
-            super().do_execute(cursor, statement, parameters, context)
-        else:  # cursor.connection passes execute on to the DuckDB connection the cursor reads its results from
-            cursor.connection.execute(parsed, parameters)
 
 
 _KEPT_STATEMENT_TYPES = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE"})

@@ -179,17 +179,24 @@ class Pipeline:
     def process_pending(self, on_batch: Callable[[str, str], None] | None = None) -> int:
         """Process the unfinished batches of every tenant this worker can lock and that is not waiting for a
         retry; returns how many batches were handled. An error with one tenant is logged and skips only it."""
-        handled = 0
+        return self._round(on_batch)[0]
+
+    def _round(self, on_batch: Callable[[str, str], None] | None = None) -> tuple[int, bool]:
+        """process_pending's pass: (batches handled, whether a tenant ready was left for a later round: skipped by
+        an error, or held by another worker)."""
+        handled, left = 0, False
         for tenant_id in tenants_ready(self.engine, self.clock()):
             try:
-                handled += self.process_tenant(tenant_id, on_batch) or 0
+                done = self.process_tenant(tenant_id, on_batch)
             except Exception as error:
+                done = None
                 if is_transient(error):
                     log.warning("pipeline: tenant %s skipped this round, database error (%s)", tenant_id,
                                 _cause(error))
                 else:
                     log.exception("pipeline: tenant %s skipped this round", tenant_id)
-        return handled
+            handled, left = handled + (done or 0), left or done is None
+        return handled, left
 
     def process_tenant(self, tenant_id: str, on_batch: Callable[[str, str], None] | None = None) -> int | None:
         """Process the tenant's unfinished batches in order until one must wait for a retry; None when another
@@ -361,8 +368,8 @@ class Pipeline:
                     self._beat_if_due()
                     if woken or gate.open():
                         gate.polling()
-                        handled = self.process_pending()
-                        if not handled:
+                        handled, left = self._round()
+                        if not handled and not left:
                             now = self.clock()
                             gate.idle(next_retry_time(self.engine, now), now)
                 except Exception as error:
