@@ -4,9 +4,9 @@ The order processor, the pipeline worker and the outbox bridge each poll the dat
 that nobody woke them for (retries come due, orders or batches a stopped process left). On DuckDB the serving process
 holds the file alone, so nothing changes there but by its own commits (db.engine.Commits): after a round that found
 nothing to do, the next rounds skip their queries until a commit that counts has been made, or the earliest due time
-the round saw has come, or RECHECK_SECONDS have passed (a safety net, not a schedule). Their polls cost the server
-about 20 µs of CPU per request on `benchmarks.request_overhead` (2026-11-29), far more than their queries themselves
-(1–2.5 ms each): each wakes a thread and DuckDB's own to take turns with the event loop. On PostgreSQL, which other
+the round saw has come, or RECHECK_SECONDS have passed (a safety net, not a schedule). Skipping them took about 12 µs
+of server CPU off a request on `benchmarks.request_overhead` (2026-11-29): far more than the queries' own 1–2.5 ms a
+second, since each query had a thread, and DuckDB's, take turns with the event loop. On PostgreSQL, which other
 processes write, every round polls.
 """
 
