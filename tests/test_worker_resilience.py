@@ -292,15 +292,15 @@ def test_crashed_inprocess_worker_is_restarted(own_store, monkeypatch, caplog) -
     settings, engine = own_store
     settings = settings.with_changes(worker={"retry_base_seconds": 0.2})
     crashed = threading.Event()
-    process_pending = Pipeline.process_pending
+    loop_round = Pipeline._round  # the pass over the tenants that the loop makes each round
 
-    def crash_once(self: Pipeline, *args, **kwargs) -> int:
+    def crash_once(self: Pipeline, *args, **kwargs) -> tuple[int, bool]:
         if not crashed.is_set():
             crashed.set()
             raise RuntimeError("injected crash of the worker loop")
-        return process_pending(self, *args, **kwargs)
+        return loop_round(self, *args, **kwargs)
 
-    monkeypatch.setattr(Pipeline, "process_pending", crash_once)
+    monkeypatch.setattr(Pipeline, "_round", crash_once)
     caplog.set_level(logging.ERROR, logger="pipeline.worker")
     tenant = _tenant(engine)
     client_id, secret = issue_client(engine, tenant, "planner", "demand_planning", None, (DEMAND_PLANNING_PERMISSION,))
