@@ -40,7 +40,10 @@ _COMMITS_OF_FILE: dict[str, Commits] = {}
 _COMMITS_LOCK = threading.Lock()
 
 
-def _commits_of_file(database: str) -> Commits:
+def _commits_of_file(database: str | None) -> Commits | None:
+    """None for an in-memory database (each connection has its own): its pollers always ask."""
+    if not database or database == ":memory:":
+        return None
     with _COMMITS_LOCK:
         return _COMMITS_OF_FILE.setdefault(str(Path(database).resolve()), Commits())
 

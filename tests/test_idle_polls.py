@@ -131,9 +131,11 @@ def test_an_idle_pipeline_worker_asks_nothing_until_something_is_committed(own_s
 
     with role_thread(engine, "pipeline-worker", worker) as (statements, wake):
         assert_idle_rounds_ask(engine, statements)
+        before = statements.count
         with engine.begin() as conn:
             conn.execute(sa.text("SELECT 1"))
-        wait_for(lambda: statements.count, 5, "a round after the commit")
+        wait_for(lambda: statements.count > before, 5, "a round after the commit")
+        time.sleep(0.5)  # that round's own rounds after it
         before = statements.count
         wake.set()  # an upload's wake
         wait_for(lambda: statements.count > before, 5, "a round once woken")
