@@ -38,6 +38,7 @@ _QUIET = "pia.quiet_commit"
 # Per DuckDB file: engines of one process on one file (the tests make several) share its database and its count.
 _COMMITS_OF_FILE: dict[str, Commits] = {}
 _COMMITS_LOCK = threading.Lock()
+_CONNECT_LOCK = threading.Lock()
 
 
 def _commits_of_file(database: str | None) -> Commits | None:
@@ -59,6 +60,14 @@ class CachedDuckDBDialect(duckdb_engine.Dialect):
     supports_statement_cache = True
 
     commits = None  # create_engine gives each engine its file's Commits
+
+    def connect(self, *cargs: Any, **cparams: Any) -> Any:
+        # DuckDB 2.0's Python instance cache races when several threads open a file that no connection holds yet:
+        # one of them fails ("Unique file handle conflict ... already attached"), or gets a connection lacking the
+        # python_arrow_scan function that `register` needs (seen in CI: a staged table failed to register). One
+        # connect at a time per process; the pool opens few.
+        with _CONNECT_LOCK:
+            return super().connect(*cargs, **cparams)
 
     def do_commit(self, dbapi_connection: Any) -> None:
         super().do_commit(dbapi_connection)
