@@ -6,12 +6,15 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from db.engine import quiet_commit
 from db.schema import pipeline_workers
 
 
 def beat(engine: sa.Engine, worker_id: str, now: datetime) -> None:
-    """Record that the worker is alive; its first beat adds its row (only the worker itself writes it)."""
+    """Record that the worker is alive; its first beat adds its row (only the worker itself writes it). A beat is
+    no work for the in-process roles' polls (db.polls): its commit leaves them idle."""
     with engine.begin() as conn:
+        quiet_commit(conn)
         updated = conn.execute(pipeline_workers.update().where(pipeline_workers.c.worker_id == worker_id)
                                .values(heartbeat_time=now))
         if updated.rowcount == 0:

@@ -1,7 +1,7 @@
 """The in-process roles' polls on DuckDB (db.polls): after a round that found nothing to do, the order processor, the
-pipeline worker and the outbox bridge ask the database nothing until a commit that counts (any but audit rows'),
-or until the earliest retry they wait for has come; on PostgreSQL, which other processes write, every round asks.
-Each in a store of the test's own, both backends."""
+pipeline worker and the outbox bridge ask the database nothing until a commit that counts (any but audit rows' and
+heartbeats'), or until the earliest retry they wait for has come; on PostgreSQL, which other processes write, every
+round asks. Each in a store of the test's own, both backends."""
 
 import asyncio
 import threading
@@ -19,6 +19,7 @@ from db.ids import new_id, utc_now
 from db.order_failures import processing_state
 from db.order_processing import run_order_processor
 from db.polls import PollGate
+from db.workers import beat
 from events.bridge import run_bridge
 from pipeline.worker import Pipeline
 from rules.retry import RetryPolicy
@@ -85,6 +86,8 @@ def test_the_gate_opens_on_a_counted_commit_or_when_due_and_always_on_postgresql
         gate.idle()
         insert_events(other, [AuditEvent(new_id(), new_id(), new_id(), new_id(), "GET", "/v1/x", 200, 1.0, utc_now())])
         assert gate.open() is not is_duckdb(engine)  # closed on DuckDB: audit rows' commits are quiet
+        beat(other, new_id(), utc_now())
+        assert gate.open() is not is_duckdb(engine)  # and so are a worker's heartbeats
         with other.begin() as conn:  # any other commit
             conn.execute(sa.text("SELECT 1"))
         assert gate.open()
