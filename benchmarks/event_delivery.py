@@ -6,6 +6,7 @@ messages (no database, no sink) in the same run.
     uv run python -m benchmarks.event_delivery --profile /tmp/prof   # cProfile of the worker and the bridge
     uv run python -m benchmarks.event_delivery --analyze   # ANALYZE event_outbox right after the trigger
     uv run python -m benchmarks.event_delivery --products 4000   # a smaller catalogue: 20,000 events
+    uv run python -m benchmarks.event_delivery --bridges 2   # two `pia bridge` processes sharing the partitions
 
 --analyze stands in for autovacuum's ANALYZE, which a server with autovacuum off (the test server) never runs and
 a production server runs only up to autovacuum_naptime later: until then PostgreSQL plans the bridge's UPDATE of
@@ -376,11 +377,12 @@ class Drained:
     system: dict[str, float]  # of which system time
 
 
-def _pia(command: str, settings: Settings, broker: Broker, log: Path, profile: Path | None) -> subprocess.Popen:
+def _pia(command: str, settings: Settings, broker: Broker, log: Path, profile: Path | None,
+         name: str | None = None) -> subprocess.Popen:
     env = {**os.environ, "PIA_DATABASE_URL": settings.database_url, "PIA_DATA_DIR": str(settings.data_dir),
            "PIA_SECRET_KEY": settings.secret_key.get_secret_value(),
            "PIA_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers, "PIA_KAFKA_TOPIC": TOPIC}
-    profiled = [sys.executable, "-m", "cProfile", "-o", str(profile / f"{command}.prof")] if profile else []
+    profiled = [sys.executable, "-m", "cProfile", "-o", str(profile / f"{name or command}.prof")] if profile else []
     return subprocess.Popen([*profiled, PIA, command], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
@@ -397,17 +399,41 @@ def _left(engine: sa.Engine, column: sa.Column) -> int:
         return conn.scalar(sa.select(sa.func.count()).select_from(event_outbox).where(column.is_(None)))
 
 
+def _bridge_names(count: int) -> list[str]:
+    return ["pia bridge"] if count == 1 else [f"pia bridge {number}" for number in range(1, count + 1)]
+
+
+def _wait_for_partitions(logs: list[Path], bridges: list[subprocess.Popen]) -> None:
+    """Until the bridges' latest assignments (after the group's rebalances) share every partition out."""
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        latest = [[line for line in log.read_text().splitlines() if "partitions assigned: " in line][-1:]
+                  for log in logs]
+        if all(latest):
+            assigned = [line.partition("partitions assigned: ")[2] for [line] in latest]
+            if all(owned != "[]" for owned in assigned) and \
+                    sum(len(orjson.loads(owned)) for owned in assigned) == PARTITIONS:
+                return
+        if any(bridge.poll() is not None for bridge in bridges) or time.monotonic() > deadline:
+            raise SystemExit("the bridges did not share the partitions: " + "; ".join(map(str, logs)))
+        time.sleep(0.1)
+
+
 def deliver(settings: Settings, broker: Broker, receiver: subprocess.Popen, tenant_id: str, store_id: str,
-            folder: Path, profile: Path | None, analyze: bool) -> tuple[Drained, int]:
+            folder: Path, profile: Path | None, analyze: bool, bridge_count: int) -> tuple[Drained, int]:
     engine = create_engine(settings)
     worker = _pia("worker", settings, broker, folder / "worker.log", profile)
-    bridge = _pia("bridge", settings, broker, folder / "bridge.log", profile)
+    names = _bridge_names(bridge_count)
+    logs = [folder / f"{name.replace(' ', '-')}.log" for name in names]
+    bridges = [_pia("bridge", settings, broker, log, profile, log.stem) for log in logs]
     try:
-        _wait_for_log(folder / "bridge.log", "partitions assigned: [0", bridge)
+        _wait_for_partitions(logs, bridges)
         _wait_for_log(folder / "worker.log", "pipeline worker", worker)
         time.sleep(2)  # the relay's first (empty) round and its LISTEN connection
-        cpu = CpuTally({"pia worker (relay)": worker.pid, "pia bridge": bridge.pid, "Tansu broker": broker.process.pid,
-                        "webhook receiver": receiver.pid, "this process (trigger, polls)": os.getpid()}, engine)
+        cpu = CpuTally({"pia worker (relay)": worker.pid,
+                        **{name: bridge.pid for name, bridge in zip(names, bridges, strict=True)},
+                        "Tansu broker": broker.process.pid, "webhook receiver": receiver.pid,
+                        "this process (trigger, polls)": os.getpid()}, engine)
         cpu.start()
         started = time.time()
         with engine.begin() as conn:
@@ -437,13 +463,13 @@ def deliver(settings: Settings, broker: Broker, receiver: subprocess.Popen, tena
         return Drained(started, committed, published, delivered, first, last, posts, rejected, cpu.spent,
                        cpu.system), count
     finally:
-        for process in (bridge, worker):
+        for process in (*bridges, worker):
             process.terminate()
             process.wait(timeout=30)
         engine.dispose()
 
 
-def run(profile: Path | None, analyze: bool, products: int) -> None:
+def run(profile: Path | None, analyze: bool, products: int, bridge_count: int) -> None:
     catalogue_read.PRODUCTS = products  # the seed's catalogue size; every SKU of it is one event
     with scratch_postgres_url() as database_url, tempfile.TemporaryDirectory(prefix="pia-bench-") as temporary:
         folder = Path(temporary)
@@ -471,23 +497,23 @@ def run(profile: Path | None, analyze: bool, products: int) -> None:
             bare_floor = floor(broker, floor_port, count, tenant_id, store_id)
             asyncio.run(broker.create_topic(TOPIC))
             drained, count = deliver(settings, broker, receiver, tenant_id, store_id, folder, profile,
-                                     analyze)
+                                     analyze, bridge_count)
             loads.append(os.getloadavg())
         finally:
             broker.stop()
             for process in (receiver, floor_receiver):
                 process.kill()
                 process.wait(timeout=10)
-    report(count, bare_seconds, bare_floor, drained, analyze, loads)
+    report(count, bare_seconds, bare_floor, drained, analyze, loads, bridge_count)
 
 
 def report(count: int, bare_seconds: float, bare_floor: Floor, drained: Drained, analyze: bool,
-           loads: list[tuple[float, float, float]]) -> None:
+           loads: list[tuple[float, float, float]], bridge_count: int) -> None:
     bare_rate = count / bare_seconds
     end_to_end = drained.last_received - drained.trigger_started
     rate = count / end_to_end
     floor_rate = count / bare_floor.seconds
-    print(f"{count:,} events, {PARTITIONS} partitions, PostgreSQL"
+    print(f"{count:,} events, {PARTITIONS} partitions, {bridge_count} pia bridge process(es), PostgreSQL"
           f"{', ANALYZE event_outbox after the trigger' if analyze else ''}; load average (1, 5, 15 min) "
           + " → ".join(" ".join(f"{load:.2f}" for load in three) for three in loads))
     print(f"  bare aiokafka produce + consume (baseline)  {bare_seconds:7.2f} s  {bare_rate:9,.0f} msgs/s")
@@ -516,9 +542,10 @@ def report(count: int, bare_seconds: float, bare_floor: Floor, drained: Drained,
         print(f"    {name:<34} {seconds / count * 1e6:6.0f} µs  ({seconds:6.1f} s{system})")
     total = sum(drained.cpu.values())
     print(f"    {'all of them':<34} {total / count * 1e6:6.0f} µs  ({total:6.1f} s)")
-    bridge_cpu = drained.cpu["pia bridge"] / count
+    bridge_cpu = sum(drained.cpu[name] for name in _bridge_names(bridge_count)) / count
     print(f"  goal {GOAL_RATE:,} events/s; floor {floor_rate:,.0f}/s; pia end to end {rate:,.0f}/s = "
-          f"{rate / floor_rate:.1%} of the floor; bridge CPU {bridge_cpu * 1e6:.0f} µs per event = "
+          f"{rate / floor_rate:.1%} of the floor; bridge CPU {bridge_cpu * 1e6:.0f} µs per event"
+          f"{' (the bridges together)' if bridge_count > 1 else ''} = "
           f"{bridge_cpu / (bare_floor.cpu / count):.2f} × the floor's {bare_floor.cpu / count * 1e6:.0f} µs")
     share_met, rate_met = rate >= TARGET_SHARE * bare_rate, rate >= TARGET_RATE
     print(f"  target ≥ {TARGET_SHARE:.0%} of bare Kafka: {'met' if share_met else 'NOT met'}; "
@@ -531,6 +558,7 @@ def main() -> None:
     parser.add_argument("--analyze", action="store_true", help="ANALYZE event_outbox right after the trigger")
     parser.add_argument("--products", type=int, default=catalogue_read.PRODUCTS,
                         help=f"products of the catalogue, {catalogue_read.SKUS_PER_PRODUCT} SKUs (events) each")
+    parser.add_argument("--bridges", type=int, default=1, help="`pia bridge` processes (one consumer group)")
     parser.add_argument("--receive", nargs=2, type=int, metavar=("PORT", "COUNT"), help=argparse.SUPPRESS)
     parser.add_argument("--floor", nargs=4, metavar=("BOOTSTRAP", "PORT", "COUNT", "ROUND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -539,7 +567,7 @@ def main() -> None:
     elif args.floor:
         floor_process(args.floor[0], *map(int, args.floor[1:]))
     else:
-        run(args.profile, args.analyze, args.products)
+        run(args.profile, args.analyze, args.products, args.bridges)
 
 
 if __name__ == "__main__":
