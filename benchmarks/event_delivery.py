@@ -6,7 +6,7 @@ messages (no database, no sink) in the same run.
     uv run python -m benchmarks.event_delivery --profile /tmp/prof   # cProfile of the worker and the bridge
     uv run python -m benchmarks.event_delivery --analyze   # ANALYZE event_outbox right after the trigger
     uv run python -m benchmarks.event_delivery --products 4000   # a smaller catalogue: 20,000 events
-    uv run python -m benchmarks.event_delivery --bridges 2   # two `pia bridge` processes sharing the partitions
+    uv run python -m benchmarks.event_delivery --workers 1 --bridges 1   # one relay, one bridge process
 
 --analyze stands in for autovacuum's ANALYZE, which a server with autovacuum off (the test server) never runs and
 a production server runs only up to autovacuum_naptime later: until then PostgreSQL plans the bridge's UPDATE of
@@ -14,7 +14,8 @@ a production server runs only up to autovacuum_naptime later: until then Postgre
 row), so each batch costs time in proportion to the backlog.
 
 The production shape, on this machine: a Tansu broker (memory storage, as tests/kafka_broker.py runs it) with a
-12-partition topic (docker-compose's KAFKA_NUM_PARTITIONS), one `pia worker` (its relay), one `pia bridge`, and a
+12-partition topic (docker-compose's KAFKA_NUM_PARTITIONS), two `pia worker` processes (their relays share the
+outbox) and two `pia bridge` processes (one consumer group), as docker-compose.yml runs them, and a
 webhook receiver in a process of its own that verifies every signature with `standardwebhooks` (a lean asyncio
 HTTP/1.1 server, so that the receiver is not what is measured). The trigger runs what the route runs (one
 transaction around events.outbox.assortment_events, benchmarks/catalogue_read.py's catalogue), in this process:
@@ -30,6 +31,7 @@ alive at both ends: on a machine shared with other work it says more than the ra
 import argparse
 import asyncio
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -399,20 +401,29 @@ def _left(engine: sa.Engine, column: sa.Column) -> int:
         return conn.scalar(sa.select(sa.func.count()).select_from(event_outbox).where(column.is_(None)))
 
 
-def _bridge_names(count: int) -> list[str]:
-    return ["pia bridge"] if count == 1 else [f"pia bridge {number}" for number in range(1, count + 1)]
+def _names(command: str, count: int) -> list[str]:
+    """The processes' names in the report: `pia bridge`, or `pia bridge 1`, `pia bridge 2`…"""
+    return [f"pia {command}"] if count == 1 else [f"pia {command} {number}" for number in range(1, count + 1)]
+
+
+def _started(command: str, count: int, settings: Settings, broker: Broker, folder: Path, profile: Path | None
+             ) -> tuple[list[str], list[Path], list[subprocess.Popen]]:
+    names = _names(command, count)
+    logs = [folder / f"{name.replace(' ', '-')}.log" for name in names]
+    return names, logs, [_pia(command, settings, broker, log, profile, log.stem) for log in logs]
+
+
+_ASSIGNED = re.compile(r"partitions assigned: \[([0-9, ]*)\]")
 
 
 def _wait_for_partitions(logs: list[Path], bridges: list[subprocess.Popen]) -> None:
     """Until the bridges' latest assignments (after the group's rebalances) share every partition out."""
     deadline = time.monotonic() + START_SECONDS
     while True:
-        latest = [[line for line in log.read_text().splitlines() if "partitions assigned: " in line][-1:]
-                  for log in logs]
+        latest = [_ASSIGNED.findall(log.read_text())[-1:] for log in logs]
         if all(latest):
-            assigned = [line.partition("partitions assigned: ")[2] for [line] in latest]
-            if all(owned != "[]" for owned in assigned) and \
-                    sum(len(orjson.loads(owned)) for owned in assigned) == PARTITIONS:
+            owned = [len(assigned.split(",")) if assigned else 0 for [assigned] in latest]
+            if all(owned) and sum(owned) == PARTITIONS:
                 return
         if any(bridge.poll() is not None for bridge in bridges) or time.monotonic() > deadline:
             raise SystemExit("the bridges did not share the partitions: " + "; ".join(map(str, logs)))
@@ -420,18 +431,18 @@ def _wait_for_partitions(logs: list[Path], bridges: list[subprocess.Popen]) -> N
 
 
 def deliver(settings: Settings, broker: Broker, receiver: subprocess.Popen, tenant_id: str, store_id: str,
-            folder: Path, profile: Path | None, analyze: bool, bridge_count: int) -> tuple[Drained, int]:
+            folder: Path, profile: Path | None, analyze: bool, worker_count: int, bridge_count: int
+            ) -> tuple[Drained, int]:
     engine = create_engine(settings)
-    worker = _pia("worker", settings, broker, folder / "worker.log", profile)
-    names = _bridge_names(bridge_count)
-    logs = [folder / f"{name.replace(' ', '-')}.log" for name in names]
-    bridges = [_pia("bridge", settings, broker, log, profile, log.stem) for log in logs]
+    worker_names, worker_logs, workers = _started("worker", worker_count, settings, broker, folder, profile)
+    bridge_names, bridge_logs, bridges = _started("bridge", bridge_count, settings, broker, folder, profile)
     try:
-        _wait_for_partitions(logs, bridges)
-        _wait_for_log(folder / "worker.log", "pipeline worker", worker)
-        time.sleep(2)  # the relay's first (empty) round and its LISTEN connection
-        cpu = CpuTally({"pia worker (relay)": worker.pid,
-                        **{name: bridge.pid for name, bridge in zip(names, bridges, strict=True)},
+        _wait_for_partitions(bridge_logs, bridges)
+        for log, worker in zip(worker_logs, workers, strict=True):
+            _wait_for_log(log, "pipeline worker", worker)
+        time.sleep(2)  # the relays' first (empty) rounds and their LISTEN connections
+        cpu = CpuTally({**{f"{name} (relay)": worker.pid for name, worker in zip(worker_names, workers, strict=True)},
+                        **{name: bridge.pid for name, bridge in zip(bridge_names, bridges, strict=True)},
                         "Tansu broker": broker.process.pid, "webhook receiver": receiver.pid,
                         "this process (trigger, polls)": os.getpid()}, engine)
         cpu.start()
@@ -463,13 +474,13 @@ def deliver(settings: Settings, broker: Broker, receiver: subprocess.Popen, tena
         return Drained(started, committed, published, delivered, first, last, posts, rejected, cpu.spent,
                        cpu.system), count
     finally:
-        for process in (*bridges, worker):
+        for process in (*bridges, *workers):
             process.terminate()
             process.wait(timeout=30)
         engine.dispose()
 
 
-def run(profile: Path | None, analyze: bool, products: int, bridge_count: int) -> None:
+def run(profile: Path | None, analyze: bool, products: int, worker_count: int, bridge_count: int) -> None:
     catalogue_read.PRODUCTS = products  # the seed's catalogue size; every SKU of it is one event
     with scratch_postgres_url() as database_url, tempfile.TemporaryDirectory(prefix="pia-bench-") as temporary:
         folder = Path(temporary)
@@ -497,23 +508,24 @@ def run(profile: Path | None, analyze: bool, products: int, bridge_count: int) -
             bare_floor = floor(broker, floor_port, count, tenant_id, store_id)
             asyncio.run(broker.create_topic(TOPIC))
             drained, count = deliver(settings, broker, receiver, tenant_id, store_id, folder, profile,
-                                     analyze, bridge_count)
+                                     analyze, worker_count, bridge_count)
             loads.append(os.getloadavg())
         finally:
             broker.stop()
             for process in (receiver, floor_receiver):
                 process.kill()
                 process.wait(timeout=10)
-    report(count, bare_seconds, bare_floor, drained, analyze, loads, bridge_count)
+    report(count, bare_seconds, bare_floor, drained, analyze, loads, worker_count, bridge_count)
 
 
 def report(count: int, bare_seconds: float, bare_floor: Floor, drained: Drained, analyze: bool,
-           loads: list[tuple[float, float, float]], bridge_count: int) -> None:
+           loads: list[tuple[float, float, float]], worker_count: int, bridge_count: int) -> None:
     bare_rate = count / bare_seconds
     end_to_end = drained.last_received - drained.trigger_started
     rate = count / end_to_end
     floor_rate = count / bare_floor.seconds
-    print(f"{count:,} events, {PARTITIONS} partitions, {bridge_count} pia bridge process(es), PostgreSQL"
+    print(f"{count:,} events, {PARTITIONS} partitions, pia worker × {worker_count}, pia bridge × {bridge_count}, "
+          "PostgreSQL"
           f"{', ANALYZE event_outbox after the trigger' if analyze else ''}; load average (1, 5, 15 min) "
           + " → ".join(" ".join(f"{load:.2f}" for load in three) for three in loads))
     print(f"  bare aiokafka produce + consume (baseline)  {bare_seconds:7.2f} s  {bare_rate:9,.0f} msgs/s")
@@ -542,7 +554,7 @@ def report(count: int, bare_seconds: float, bare_floor: Floor, drained: Drained,
         print(f"    {name:<34} {seconds / count * 1e6:6.0f} µs  ({seconds:6.1f} s{system})")
     total = sum(drained.cpu.values())
     print(f"    {'all of them':<34} {total / count * 1e6:6.0f} µs  ({total:6.1f} s)")
-    bridge_cpu = sum(drained.cpu[name] for name in _bridge_names(bridge_count)) / count
+    bridge_cpu = sum(drained.cpu[name] for name in _names("bridge", bridge_count)) / count
     print(f"  goal {GOAL_RATE:,} events/s; floor {floor_rate:,.0f}/s; pia end to end {rate:,.0f}/s = "
           f"{rate / floor_rate:.1%} of the floor; bridge CPU {bridge_cpu * 1e6:.0f} µs per event"
           f"{' (the bridges together)' if bridge_count > 1 else ''} = "
@@ -558,7 +570,8 @@ def main() -> None:
     parser.add_argument("--analyze", action="store_true", help="ANALYZE event_outbox right after the trigger")
     parser.add_argument("--products", type=int, default=catalogue_read.PRODUCTS,
                         help=f"products of the catalogue, {catalogue_read.SKUS_PER_PRODUCT} SKUs (events) each")
-    parser.add_argument("--bridges", type=int, default=1, help="`pia bridge` processes (one consumer group)")
+    parser.add_argument("--workers", type=int, default=2, help="`pia worker` processes, each a relay (compose: 2)")
+    parser.add_argument("--bridges", type=int, default=2, help="`pia bridge` processes in one group (compose: 2)")
     parser.add_argument("--receive", nargs=2, type=int, metavar=("PORT", "COUNT"), help=argparse.SUPPRESS)
     parser.add_argument("--floor", nargs=4, metavar=("BOOTSTRAP", "PORT", "COUNT", "ROUND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -567,7 +580,7 @@ def main() -> None:
     elif args.floor:
         floor_process(args.floor[0], *map(int, args.floor[1:]))
     else:
-        run(args.profile, args.analyze, args.products, args.bridges)
+        run(args.profile, args.analyze, args.products, args.workers, args.bridges)
 
 
 if __name__ == "__main__":
