@@ -552,7 +552,8 @@ def _parse(record: ConsumerRecord) -> tuple[StoreKey, OutgoingEvent] | None:
         headers = {name: value.decode() for name, value in record.headers}  # a header without a value: None
         message = orjson.loads(record.value)
         event = OutgoingEvent(event_id=message["eventId"], subject=headers["subject"], entity_id=message["entityId"],
-                              datetime=datetime.fromisoformat(message["datetime"]), metadata=message.get("metadata"))
+                              datetime=datetime.fromisoformat(message["datetime"]), metadata=message.get("metadata"),
+                              received=record.value)
         return StoreKey(headers["tenantId"], headers["ecomStoreId"]), event
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None
