@@ -1,13 +1,13 @@
 """Polls that ask the database only when something may have changed: the in-process roles of `pia serve` on DuckDB.
 
-The order processor, the pipeline worker and the outbox bridge each poll the database every second or so for work
-that nobody woke them for (retries come due, orders or batches a stopped process left). On DuckDB the serving process
-holds the file alone, so nothing changes there but by its own commits (db.engine.Commits): after a round that found
-nothing to do, the next rounds skip their queries until a commit that counts has been made, or the earliest due time
-the round saw has come, or RECHECK_SECONDS have passed (a safety net, not a schedule). Skipping them took about 12 µs
-of server CPU off a request on `benchmarks.request_overhead` (2026-11-29): far more than the queries' own 1–2.5 ms a
-second, since each query had a thread, and DuckDB's, take turns with the event loop. On PostgreSQL, which other
-processes write, every round polls.
+The order processor, the pipeline worker, the outbox bridge and the Kafka relay each poll the database every second or
+few for work that nobody woke them for (retries come due, orders or batches a stopped process left). On DuckDB the
+serving process holds the file alone, so nothing changes there but by its own commits (db.engine.Commits): after a
+round that found nothing to do, the next rounds skip their queries until a commit that counts has been made, or the
+earliest due time the round saw has come, or RECHECK_SECONDS have passed (a safety net, not a schedule). Skipping them
+took about 12 µs of server CPU off a request on `benchmarks.request_overhead` (2026-11-29): far more than the queries'
+own 1–2.5 ms a second, since each query had a thread, and DuckDB's, take turns with the event loop. On PostgreSQL,
+which other processes write, every round polls.
 """
 
 import time

@@ -9,7 +9,8 @@ and go again next round, so a row reaches Kafka at least once, possibly twice.
 On PostgreSQL several relays (one per `pia worker`) share the outbox: each claims rows with FOR UPDATE SKIP
 LOCKED, so in the normal case no row is sent twice, and each wakes at once on the NOTIFY a writing transaction
 sends at commit (db/outbox.py), with the slow poll relay.poll_seconds as the safety net. On DuckDB the serve
-process owns the file and runs the one relay, which polls. While Kafka (or the database) fails, rounds are tried
+process owns the file and runs the one relay, which polls, asking the database only once something was committed
+since its last round that found nothing (db.polls). While Kafka (or the database) fails, rounds are tried
 again after an exponential backoff with jitter; the rows wait in the outbox meanwhile.
 """
 
@@ -24,9 +25,10 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from contracts.event_message import OutgoingEvent
-from db.engine import is_duckdb
+from db.engine import is_duckdb, quiet_commit
 from db.ids import utc_now
 from db.outbox import OUTBOX_CHANNEL
+from db.polls import PollGate
 from db.schema import event_outbox
 from db.tenancy import across_tenants
 from db.transient import is_transient
@@ -85,6 +87,7 @@ async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, setting
         # RETURNING comes in no particular order: sorted here, since the sends must go in event_id order.
         rows = sorted(conn.execute(_claim(engine, settings.relay.batch_size)), key=lambda row: row.event_id)
         if not rows:
+            quiet_commit(conn)  # its update changed nothing: no work for the idle polls (db.polls), its own included
             return 0
         # Sends issued one after another, in event_id order: aiokafka keeps that order within a partition, and
         # one key always goes to one partition, so each eCom store and entity keeps its order.
@@ -113,10 +116,15 @@ class _Relay:
     async def run(self) -> None:
         wake = asyncio.Event()
         listener = None if is_duckdb(self.engine) else asyncio.create_task(self._listen(wake))
+        gate = PollGate(self.engine)  # DuckDB: after a round that found nothing, ask again once something is committed
         failures = 0
         try:
             while not self.stop.is_set():
                 wake.clear()
+                if not gate.open():
+                    await self._pause(self.settings.relay.poll_seconds, wake)
+                    continue
+                gate.polling()
                 try:
                     published = await publish_pending(self.engine, await self._producer(), self.settings)
                 except Exception as error:
@@ -128,6 +136,8 @@ class _Relay:
                 if failures:
                     log.info("relay: sending again after %d failed round(s)", failures)
                     failures = 0
+                if not published:
+                    gate.idle()
                 if published < self.settings.relay.batch_size:  # else more may wait: go on at once
                     await self._pause(self.settings.relay.poll_seconds, wake)
         finally:

@@ -1,7 +1,7 @@
 """The in-process roles' polls on DuckDB (db.polls): after a round that found nothing to do, the order processor, the
-pipeline worker and the outbox bridge ask the database nothing until a commit that counts (any but audit rows' and
-heartbeats'), or until the earliest retry they wait for has come; on PostgreSQL, which other processes write, every
-round asks. Each in a store of the test's own, both backends."""
+pipeline worker, the outbox bridge and the Kafka relay ask the database nothing until a commit that counts (any but
+audit rows' and heartbeats'), or until the earliest retry they wait for has come; on PostgreSQL, which other
+processes write, every round asks. Each in a store of the test's own, both backends."""
 
 import asyncio
 import threading
@@ -18,12 +18,16 @@ from db.engine import create_engine, is_duckdb
 from db.ids import new_id, utc_now
 from db.order_failures import processing_state
 from db.order_processing import run_order_processor
+from db.outbox import pair_events
 from db.polls import PollGate
+from db.schema import event_outbox
 from db.workers import beat
 from events.bridge import run_bridge
+from events.relay import run_relay
 from pipeline.worker import Pipeline
 from rules.retry import RetryPolicy
 from tests.conftest import wait_for
+from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 from tests.test_order_processing import RefusedOpening, Shop
 
 QUIET_SECONDS = 1.5  # a window of rounds every 0.1 s
@@ -165,3 +169,26 @@ def test_an_idle_outbox_bridge_asks_nothing_until_something_is_committed(own_sto
             conn.execute(sa.text("SELECT 1"))
         before = statements.count
         wait_for(lambda: statements.count > before, 5, "a poll after the commit")
+
+
+def test_an_idle_relay_asks_nothing_until_an_event_is_committed(own_store, kafka: KafkaBroker) -> None:  # noqa: F811
+    settings, engine = own_store
+    settings = settings.with_changes(kafka={"bootstrap_servers": kafka.bootstrap_servers}, relay={"poll_seconds": 0.1})
+    kafka.create_topic(settings.kafka.topic, 1)
+    tenant_id = new_id()
+
+    def relay(stop: threading.Event, _wake: threading.Event) -> None:
+        run_relay(settings, engine, stop)
+
+    with role_thread(engine, "relay", relay) as (statements, _):
+        assert_idle_rounds_ask(engine, statements)
+        with engine.begin() as conn:  # committed: PostgreSQL's NOTIFY wakes the relay, DuckDB's count opens its gate
+            pair_events(conn, tenant_id, "INVENTORY_UPDATED", [(new_id(), new_id())])
+
+        def published() -> bool:
+            with engine.connect() as conn:
+                return conn.scalar(sa.select(event_outbox.c.published_time)
+                                   .where(event_outbox.c.tenant_id == tenant_id)) is not None
+        wait_for(published, 10, "the event published at the next round")
+        time.sleep(0.5)  # the round after the publishing round's own commit, which finds nothing
+        assert_idle_rounds_ask(engine, statements)
