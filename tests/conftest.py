@@ -67,14 +67,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     leftover_processes.adopt_orphans()  # so the check below also finds what outlived a killed parent
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The `slow` tests first, the rest in their order: they mostly wait out their issues' windows (an outage of
-    two minutes, Kafka away for a minute), so they overlap the rest of the run from its start; collected in place,
-    they start late in the first test process's share (xdist's worksteal splits the list in order), where a few
-    minutes of waiting can end the run alone."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Collected, a test process holds every module, Hypothesis and schemathesis, and its servers' objects follow:
     the collector's default thresholds walked that heap over and over (its full passes about 200 ms each). What

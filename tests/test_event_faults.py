@@ -466,7 +466,6 @@ def kill_pia_serve_inside_a_load(scene: Scene) -> None:
           f"duplicates in all")
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("backend", ["postgresql"])  # separate processes share the database
 def test_nothing_committed_is_lost_and_nothing_rolled_back_is_delivered(scene: Scene) -> None:
