@@ -379,12 +379,11 @@ class Drained:
     system: dict[str, float]  # of which system time
 
 
-def _pia(command: str, settings: Settings, broker: Broker, log: Path, profile: Path | None,
-         name: str | None = None) -> subprocess.Popen:
+def _pia(command: str, settings: Settings, broker: Broker, log: Path, profile: Path | None) -> subprocess.Popen:
     env = {**os.environ, "PIA_DATABASE_URL": settings.database_url, "PIA_DATA_DIR": str(settings.data_dir),
            "PIA_SECRET_KEY": settings.secret_key.get_secret_value(),
            "PIA_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers, "PIA_KAFKA_TOPIC": TOPIC}
-    profiled = [sys.executable, "-m", "cProfile", "-o", str(profile / f"{name or command}.prof")] if profile else []
+    profiled = [sys.executable, "-m", "cProfile", "-o", str(profile / f"{log.stem}.prof")] if profile else []
     return subprocess.Popen([*profiled, PIA, command], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
@@ -410,7 +409,7 @@ def _started(command: str, count: int, settings: Settings, broker: Broker, folde
              ) -> tuple[list[str], list[Path], list[subprocess.Popen]]:
     names = _names(command, count)
     logs = [folder / f"{name.replace(' ', '-')}.log" for name in names]
-    return names, logs, [_pia(command, settings, broker, log, profile, log.stem) for log in logs]
+    return names, logs, [_pia(command, settings, broker, log, profile) for log in logs]
 
 
 _ASSIGNED = re.compile(r"partitions assigned: \[([0-9, ]*)\]")
