@@ -7,17 +7,9 @@ from typing import Any
 import duckdb
 import duckdb_engine
 import sqlalchemy as sa
-from alembic.ddl.impl import DefaultImpl
 from cachetools import LRUCache, cached
 
 from settings import Settings
-
-
-class AlembicDuckDBImpl(DefaultImpl):
-    """Lets Alembic migrate DuckDB, which it does not know by itself."""
-
-    __dialect__ = "duckdb"
-    transactional_ddl = True
 
 
 class Commits:
