@@ -11,7 +11,7 @@ PostgreSQL's own processes are not counted: they are the system's.
 import resource
 import time
 from collections import defaultdict
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 
 import pytest
 
@@ -62,23 +62,37 @@ class _Totals:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, figures in report.user_properties:
             if name == _PROPERTY:
-                totals = self.by_test[report.nodeid]
-                for index, figure in enumerate(figures):
-                    totals[index] += figure
+                _add(self.by_test[report.nodeid], figures)
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.by_test:
             return
         own, children, wall = (sum(totals[index] for totals in self.by_test.values()) for index in range(3))
-        terminalreporter.section(f"CPU per test, the costliest {SHOWN} (tests.cpu_per_test)")
-        terminalreporter.line(f"all {len(self.by_test)} tests: {own + children:,.0f} s of CPU ({own:,.0f} s in the "
-                              f"test processes, {children:,.0f} s in their children), {wall:,.0f} s of wall time")
-        terminalreporter.line(f"{'CPU s':>8} {'own':>8} {'children':>8} {'wall s':>8}  test")
-        ranked = sorted(self.by_test.items(), key=lambda entry: entry[1][0] + entry[1][1], reverse=True)
-        for nodeid, (test_own, test_children, test_wall) in ranked[:SHOWN]:
-            terminalreporter.line(f"{test_own + test_children:8.1f} {test_own:8.1f} {test_children:8.1f} "
-                                  f"{test_wall:8.1f}  {nodeid}")
+        by_file: defaultdict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        for nodeid, figures in self.by_test.items():
+            _add(by_file[nodeid.split("::", 1)[0]], figures)
+        _costliest(terminalreporter, "test", self.by_test, f"all {len(self.by_test)} tests: {own + children:,.0f} s "
+                   f"of CPU ({own:,.0f} s in the test processes, {children:,.0f} s in their children), {wall:,.0f} s "
+                   "of wall time")
+        _costliest(terminalreporter, "test file", by_file)
+
+
+def _add(totals: list[float], figures: Sequence[float]) -> None:
+    for index, figure in enumerate(figures):
+        totals[index] += figure
+
+
+def _costliest(terminalreporter: pytest.TerminalReporter, kind: str, figures: dict[str, list[float]],
+               summary: str | None = None) -> None:
+    """A section of the SHOWN entries (tests or files) that cost the most CPU, their own and their children's."""
+    terminalreporter.section(f"CPU per {kind}, the costliest {SHOWN} (tests.cpu_per_test)")
+    if summary:
+        terminalreporter.line(summary)
+    terminalreporter.line(f"{'CPU s':>8} {'own':>8} {'children':>8} {'wall s':>8}  {kind}")
+    ranked = sorted(figures.items(), key=lambda entry: entry[1][0] + entry[1][1], reverse=True)
+    for name, (own, children, wall) in ranked[:SHOWN]:
+        terminalreporter.line(f"{own + children:8.1f} {own:8.1f} {children:8.1f} {wall:8.1f}  {name}")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -65,3 +65,7 @@ def test_each_test_is_charged_its_own_and_its_childrens_cpu_costliest_first(
     sleep_cpu, _, _, sleep_wall = ranked["test_sleeps"]
     assert sleep_cpu < 0.1 and sleep_wall >= 0.5
     assert re.search(r"all 3 tests: \d+ s of CPU", output)
+    # The files' table: the one file charged what its three tests were, to the rounding of the printed figures.
+    (file_row,) = re.findall(r"^\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+test_costs\.py$", output, re.MULTILINE)
+    for column, file_figure in enumerate(map(float, file_row)):
+        assert abs(file_figure - sum(figures[column] for figures in ranked.values())) <= 0.2, output
