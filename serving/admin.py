@@ -34,7 +34,6 @@ from db.clients import (
     update_client,
 )
 from db.engine import create_engine
-from db.migrate import upgrade
 from db.secrets import SecretBox, SecretKeyError, new_secret_key, reseal_all, secret_box
 from db.signing_keys import prepare_signing_keys
 from db.tenants import create_tenant, get_tenant, list_tenants
@@ -52,6 +51,8 @@ from settings import Settings
 
 
 def _engine() -> sa.Engine:
+    from db.migrate import upgrade  # Alembic: only the commands that work on the database directly need it
+
     settings = Settings()
     engine = create_engine(settings)
     try:
