@@ -4,6 +4,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import gc
+import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import socket
 import ssl
@@ -78,9 +79,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The run fails if any process a test started is still running once every fixture has been torn down."""
-    # multiprocessing's resource tracker of this process (its LiveServers' upload workers use it) ends with it.
-    own_helper = multiprocessing.resource_tracker._resource_tracker._pid  # private: no public way to ask
-    left = leftover_processes.left_behind(ignored={own_helper}, grace_seconds=10)
+    # multiprocessing's resource tracker and fork server of this process (its LiveServers' upload workers use them)
+    # end with it.
+    own_helpers = {multiprocessing.resource_tracker._resource_tracker._pid,  # private: no public way to ask
+                   multiprocessing.forkserver._forkserver._forkserver_pid}
+    left = leftover_processes.left_behind(ignored=own_helpers, grace_seconds=10)
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         reporter.write_line("")  # ends the progress line

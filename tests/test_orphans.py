@@ -1,5 +1,5 @@
 """`kill -9` of `pia serve` while it checks uploads leaves nothing of it running (issue 17): its upload worker
-processes and multiprocessing's resource tracker end within 5 s of it, on both backends, as /proc shows."""
+processes, their fork server and multiprocessing's resource tracker end within 5 s of it, on both backends, as /proc shows."""
 
 import os
 import signal
@@ -84,7 +84,10 @@ def test_kill_9_of_pia_serve_during_uploads_leaves_none_of_its_processes(own_sto
             assert uploader.accepted.wait(120), f"no upload was accepted: {uploader.refused}"
         family = descendants(server.pid)
         commands = [process.command for process in family.values()]
-        assert sum("multiprocessing.spawn" in command for command in commands) == 2, commands  # the workers
+        # The upload workers, forked from the server's fork server, and multiprocessing's resource tracker.
+        (fork_server,) = [process for process in family.values()
+                          if process.parent == server.pid and "multiprocessing.forkserver" in process.command]
+        assert sum(process.parent == fork_server.pid for process in family.values()) == 2, commands
         assert sum("multiprocessing.resource_tracker" in command for command in commands) == 1, commands
 
         server.kill()  # SIGKILL, in the middle of the uploads
