@@ -26,7 +26,6 @@ from db.ids import new_id
 from db.schema import retail_stores, sales_forecasts, skus, store_assortment_lines
 from db.tenants import create_tenant
 from ingest.accept import accept_batch
-from pipeline.audit import parameter_facts
 from pipeline.worker import Pipeline
 from serving.cli import main
 from serving.demo_data import demo_document
@@ -199,6 +198,10 @@ DECIMALS = {"reorder_point": pl.Decimal(18, 4), "maximum_inventory": pl.Decimal(
 def test_parameter_source_facts_against_the_lines(lines: list[dict], row: dict, broken: set[str]) -> None:
     """The resolution is computed when read, so SQL cannot corrupt a source or lock: these rows stand for a
     faulty read path, which the facts behind the source and lock expectations must catch."""
+    # Imported here, not at the top: the module imports great-expectations (8 s of CPU on a slow machine), which
+    # every test process would otherwise pay while collecting, whether or not it runs these tests.
+    from pipeline.audit import parameter_facts
+
     resolved = pl.DataFrame([row], schema_overrides=DECIMALS)
     facts = parameter_facts(resolved, pl.DataFrame(lines, schema_overrides={**DECIMALS, "locked": pl.Boolean}))
     flags = ("source_line_exists", "source_line_carries_values", "follows_resolution_order", "locked_as_store_line")
