@@ -32,6 +32,7 @@ from db.polls import PollGate
 from db.schema import event_outbox
 from db.tenancy import across_tenants
 from db.transient import is_transient
+from events.partitions import partitions_of
 from rules.retry import RetryPolicy
 from settings import Settings
 
@@ -90,9 +91,14 @@ async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, setting
             quiet_commit(conn)  # its update changed nothing: no work for the idle polls (db.polls), its own included
             return 0
         # Sends issued one after another, in event_id order: aiokafka keeps that order within a partition, and
-        # one key always goes to one partition, so each eCom store and entity keeps its order.
-        acknowledgements = [await producer.send(settings.kafka.topic, value, key=key, headers=headers)
-                            for key, value, headers in map(kafka_record, rows)]
+        # one key always goes to one partition, so each eCom store and entity keeps its order. The partitions are
+        # the default partitioner's, computed for the whole round at once (events.partitions).
+        records = [kafka_record(row) for row in rows]
+        topic_partitions = sorted(await producer.partitions_for(settings.kafka.topic))
+        placed = partitions_of([key for key, _, _ in records], topic_partitions)
+        acknowledgements = [await producer.send(settings.kafka.topic, value, key=key, partition=partition,
+                                                headers=headers)
+                            for (key, value, headers), partition in zip(records, placed, strict=True)]
         outcomes = await asyncio.gather(*acknowledgements, return_exceptions=True)
         if failure := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None):
             raise failure  # the round's transaction rolls back: its rows are unpublished again
