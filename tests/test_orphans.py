@@ -1,5 +1,6 @@
 """`kill -9` of `pia serve` while it checks uploads leaves nothing of it running (issue 17): its upload worker
-processes, their fork server and multiprocessing's resource tracker end within 5 s of it, on both backends, as /proc shows."""
+processes, their fork server and multiprocessing's resource tracker end within 5 s of it, on both backends, as /proc
+shows."""
 
 import os
 import signal
