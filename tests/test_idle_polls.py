@@ -62,16 +62,23 @@ def role_thread(engine: sa.Engine, name: str, run: Callable[[threading.Event, th
     thread.start()
     try:
         wait_for(lambda: statements.count, 30, f"the {name}'s first round")
-        if is_duckdb(engine):  # the rounds after the first one's own commits (retention, carts): slow on a busy machine
-            wait_for(lambda: statements.during(0.5) == 0, 30, f"the {name}'s rounds after its first to end")
-        else:  # every round asks: nothing settles
-            time.sleep(0.5)
+        settled(engine, statements, f"the {name}'s rounds after its first")  # its own commits': retention, carts
         yield statements, wake
     finally:
         stop.set()
         wake.set()
         thread.join()
         statements.close()
+
+
+def settled(engine: sa.Engine, statements: Statements, what: str) -> None:
+    """Wait for the rounds a role's own commits open to end: on DuckDB until it asks nothing for 0.5 s (a fixed
+    wait let the tail of a slow round into a quiet window on a busy machine); on PostgreSQL, where every round
+    asks, half a second."""
+    if is_duckdb(engine):
+        wait_for(lambda: statements.during(0.5) == 0, 30, f"{what} to end")
+    else:
+        time.sleep(0.5)
 
 
 def assert_idle_rounds_ask(engine: sa.Engine, statements: Statements) -> None:
@@ -125,7 +132,7 @@ def test_an_idle_order_processor_asks_nothing_until_an_order_is_committed_or_a_r
         state = wait_for(lambda: (state := processing_state(engine, shop.tenant_id, failing)).attempts and state,
                          5, "the first attempt")
         assert state.retry_at is not None
-        time.sleep(0.3)  # the rounds after the failure's commit
+        settled(engine, statements, "the rounds after the failure's commit")
         if is_duckdb(engine):
             quiet = (state.retry_at - utc_now()).total_seconds() - 0.3
             assert quiet > 0.5 and statements.during(min(quiet, QUIET_SECONDS)) == 0
@@ -146,7 +153,7 @@ def test_an_idle_pipeline_worker_asks_nothing_until_something_is_committed(own_s
         with engine.begin() as conn:
             conn.execute(sa.text("SELECT 1"))
         wait_for(lambda: statements.count > before, 5, "a round after the commit")
-        time.sleep(0.5)  # that round's own rounds after it
+        settled(engine, statements, "that round's own rounds after it")
         before = statements.count
         wake.set()  # an upload's wake
         wait_for(lambda: statements.count > before, 5, "a round once woken")
@@ -194,5 +201,5 @@ def test_an_idle_relay_asks_nothing_until_an_event_is_committed(own_store, kafka
                 return conn.scalar(sa.select(event_outbox.c.published_time)
                                    .where(event_outbox.c.tenant_id == tenant_id)) is not None
         wait_for(published, 10, "the event published at the next round")
-        time.sleep(0.5)  # the round after the publishing round's own commit, which finds nothing
+        settled(engine, statements, "the round after the publishing round's own commit, which finds nothing,")
         assert_idle_rounds_ask(engine, statements)
