@@ -15,8 +15,9 @@ from pathlib import Path
 import orjson
 import pytest
 import sqlalchemy as sa
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.partitioner import DefaultPartitioner
 
 from contracts import events as subjects
 from db.ids import new_id
@@ -177,6 +178,37 @@ def test_rows_are_published_once_as_the_designs_records(relayed: tuple[Settings,
     assert dict(schema_event.headers)["subject"] == brands.encode()
     assert orjson.loads(schema_event.value)["entityId"] is None
     assert "metadata" not in orjson.loads(schema_event.value)
+
+
+def test_the_relay_names_each_records_partition_where_the_default_partitioner_would(
+        relayed: tuple[Settings, sa.Engine], kafka: KafkaBroker, tenant_id: str) -> None:  # noqa: F811
+    """The relay places records itself (events.partitions: aiokafka's placement at a fraction of its CPU, README
+    Decisions): a producer whose partitioner fails if it is ever asked still publishes every row, each in the
+    partition aiokafka's default partitioner gives its key, so consumers of either see one order per key."""
+    settings, engine = relayed
+    pairs = [(new_id(), entity) for entity in (None, "1001", "sku-7", new_id()) for _ in range(3)]
+    write(engine, tenant_id, pairs)
+
+    def never_asked(*_: object) -> int:
+        raise AssertionError("the relay left a record's partition to the producer")
+
+    async def publish_until_done() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all",
+                                    enable_idempotence=False, request_timeout_ms=KAFKA_TIMEOUT_MS,
+                                    partitioner=never_asked)
+        await producer.start()
+        try:
+            while await publish_pending(engine, producer, settings):
+                pass
+        finally:
+            await producer.stop()
+
+    asyncio.run(publish_until_done())
+    records = everything_in(kafka, settings.kafka.topic)
+    assert len(records) == len(pairs) and unpublished(engine, tenant_id) == 0
+    every_partition = list(range(PARTITIONS))
+    for record in records:
+        assert record.partition == DefaultPartitioner()(record.key, every_partition, every_partition)
 
 
 def test_each_key_keeps_its_order(relayed: tuple[Settings, sa.Engine], kafka: KafkaBroker,  # noqa: F811
