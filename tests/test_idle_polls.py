@@ -62,7 +62,7 @@ def role_thread(engine: sa.Engine, name: str, run: Callable[[threading.Event, th
     thread.start()
     try:
         wait_for(lambda: statements.count, 30, f"the {name}'s first round")
-        settled(engine, statements, f"the {name}'s rounds after its first")  # its own commits': retention, carts
+        settled(engine, statements, f"the {name}'s rounds after its first")  # opened by its own commits
         yield statements, wake
     finally:
         stop.set()
@@ -201,5 +201,5 @@ def test_an_idle_relay_asks_nothing_until_an_event_is_committed(own_store, kafka
                 return conn.scalar(sa.select(event_outbox.c.published_time)
                                    .where(event_outbox.c.tenant_id == tenant_id)) is not None
         wait_for(published, 10, "the event published at the next round")
-        settled(engine, statements, "the round after the publishing round's own commit, which finds nothing,")
+        settled(engine, statements, "the round after the publishing round's own commit")
         assert_idle_rounds_ask(engine, statements)
