@@ -20,7 +20,7 @@ from contracts import events as subjects
 from db.ids import new_id
 from db.outbox import pair_events
 from db.schema import event_outbox
-from events.relay import new_producer, publish_pending
+from events.relay import new_producer
 from settings import Settings
 from tests.kafka_broker import KafkaBroker, kafka  # noqa: F401 - the fixture
 from tests.test_bridge import (  # noqa: F401 - the fixtures
@@ -31,6 +31,7 @@ from tests.test_bridge import (  # noqa: F401 - the fixtures
     receiver,
     wait_until,
 )
+from tests.test_relay import publish_everything
 from tests.webhook_receiver import WebhookReceiver
 
 EVENTS, ENTITIES = 200_000, 50_000  # four events per entity
@@ -73,17 +74,7 @@ def write_and_relay(settings: Settings, engine: sa.Engine, tenant_id: str, store
     for _ in range(EVENTS // ENTITIES):
         with engine.begin() as conn:
             pair_events(conn, tenant_id, subjects.INVENTORY_UPDATED, [(store_id, entity) for entity in entities])
-
-    async def relay() -> None:
-        producer = new_producer(settings)
-        await producer.start()
-        try:
-            while await publish_pending(engine, producer, settings):
-                pass
-        finally:
-            await producer.stop()
-
-    asyncio.run(relay())
+    asyncio.run(publish_everything(engine, settings, lambda: new_producer(settings)))
 
 
 @pytest.mark.slow

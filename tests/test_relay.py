@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -112,6 +112,21 @@ def event_ids(records: list[ConsumerRecord]) -> list[str]:
     return [orjson.loads(record.value)["eventId"] for record in records]
 
 
+async def publish_everything(engine: sa.Engine, settings: Settings,
+                             new: Callable[[], AIOKafkaProducer]) -> list[int]:
+    """The relay's rounds until one finds nothing, on a producer made (in the loop, as aiokafka wants), started and
+    stopped here; what each round published."""
+    producer = new()
+    await producer.start()
+    try:
+        rounds = [await publish_pending(engine, producer, settings)]
+        while rounds[-1]:
+            rounds.append(await publish_pending(engine, producer, settings))
+        return rounds
+    finally:
+        await producer.stop()
+
+
 class RunningRelay:
     """run_relay in a thread, as `pia worker` runs it; stopped (and joined) by the test."""
 
@@ -147,18 +162,8 @@ def test_rows_are_published_once_as_the_designs_records(relayed: tuple[Settings,
     write(engine, tenant_id, [(store, None), (other_store, None)], brands)
     write(engine, tenant_id, [(store, f"sku {n}") for n in range(5)])
 
-    async def publish_until_done() -> list[int]:
-        producer = new_producer(settings, KAFKA_TIMEOUT_MS)
-        await producer.start()
-        try:
-            rounds = [await publish_pending(engine, producer, settings)]
-            while rounds[-1]:
-                rounds.append(await publish_pending(engine, producer, settings))
-            return rounds
-        finally:
-            await producer.stop()
-
-    assert asyncio.run(publish_until_done()) == [4, 4, 0]  # 8 rows in rounds of relay.batch_size
+    rounds = asyncio.run(publish_everything(engine, settings, lambda: new_producer(settings, KAFKA_TIMEOUT_MS)))
+    assert rounds == [4, 4, 0]  # 8 rows in rounds of relay.batch_size
     rows = outbox(engine, tenant_id)
     assert len(rows) == 8 and all(row.published_time is not None for row in rows)
 
@@ -192,18 +197,9 @@ def test_the_relay_names_each_records_partition_where_the_default_partitioner_wo
     def never_asked(*_: object) -> int:
         raise AssertionError("the relay left a record's partition to the producer")
 
-    async def publish_until_done() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all",
-                                    enable_idempotence=False, request_timeout_ms=KAFKA_TIMEOUT_MS,
-                                    partitioner=never_asked)
-        await producer.start()
-        try:
-            while await publish_pending(engine, producer, settings):
-                pass
-        finally:
-            await producer.stop()
-
-    asyncio.run(publish_until_done())
+    asyncio.run(publish_everything(engine, settings, lambda: AIOKafkaProducer(
+        bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", enable_idempotence=False,
+        request_timeout_ms=KAFKA_TIMEOUT_MS, partitioner=never_asked)))
     records = everything_in(kafka, settings.kafka.topic)
     assert len(records) == len(pairs) and unpublished(engine, tenant_id) == 0
     every_partition = list(range(PARTITIONS))
