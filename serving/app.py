@@ -32,6 +32,7 @@ from events import bridge
 from events.relay import run_relay
 from pipeline.worker import Pipeline, run_supervised
 from rules.retry import RetryPolicy
+from serving.application import Application
 from serving.authentication import Authenticator, Caller
 from serving.console import routes as console
 from serving.jsonio import json_response
@@ -70,7 +71,7 @@ def create_app(settings: Settings, engine: sa.Engine, issuer: str, run_pipeline:
     """run_pipeline: also run the pipeline worker in this process; run_bridge: also deliver change events (from
     Kafka when it is set, else from the outbox); run_relay: also relay the outbox to Kafka, by default when Kafka
     is set and the DuckDB file is this process's (serving/roles.py decides for `pia serve` and `pia demo`)."""
-    app = Quart("pia", static_folder=None)  # a JSON API: no static files route
+    app = Application("pia", static_folder=None)  # a JSON API: no static files route
     # No request body may exceed the largest published limit; uploads check their own limits first.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     limiter = RollingWindowLimiter(settings.rate_limit.storage_url, settings.rate_limit.storage_timeout_seconds)

@@ -1,0 +1,104 @@
+"""Quart with each blueprint's request hooks looked up once instead of on every request."""
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from quart import Quart
+from quart.ctx import RequestContext
+from quart.globals import request_ctx
+from quart.signals import request_finished, request_started, request_tearing_down
+from quart.typing import ResponseReturnValue, ResponseTypes
+
+Hook = Callable[..., Awaitable[Any]]
+
+
+class Application(Quart):
+    """Quart's dispatch finds a request's hooks afresh three times a request: the chain of blueprint names from the
+    endpoint's name (an import and a new list each time), each name's registry of hooks, and `ensure_async`'s
+    coroutine check of every hook it calls; it also awaits three signals nobody listens to. This one keeps, per
+    blueprint, the hooks in the order Quart calls them and skips a signal without receivers: some 20 µs less per
+    authenticated request (benchmarks.request_overhead).
+
+    The chains are kept from a blueprint's first request on, so hooks must be registered before the app serves, as
+    Flask requires (Quart does not check it); every hook here is registered by create_app and the blueprints.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._hook_chains: dict[str | None, tuple[tuple[Hook, ...], tuple[Hook, ...], tuple[Hook, ...],
+                                                  tuple[Callable[..., None], ...]]] = {}
+
+    def _chains(self, blueprint: str | None) -> tuple[tuple[Hook, ...], tuple[Hook, ...], tuple[Hook, ...],
+                                                      tuple[Callable[..., None], ...]]:
+        """(before-request hooks, after-request hooks, teardown hooks, URL value preprocessors) of a request to the
+        blueprint (None: the app's own routes and unmatched requests), in Quart's order: the app's before the
+        blueprints', outermost first, for before-request hooks and preprocessors; the reverse after."""
+        chains = self._hook_chains.get(blueprint)
+        if chains is None:
+            names = [] if blueprint is None else [blueprint]
+            while names and "." in names[-1]:
+                names.append(names[-1].rpartition(".")[0])
+            inward = [None, *reversed(names)]
+            outward = [*names, None]
+            chains = self._hook_chains[blueprint] = (
+                tuple(self.ensure_async(hook) for name in inward for hook in self.before_request_funcs[name]),
+                tuple(self.ensure_async(hook) for name in outward for hook in reversed(self.after_request_funcs[name])),
+                tuple(self.ensure_async(hook)
+                      for name in outward for hook in reversed(self.teardown_request_funcs[name])),
+                tuple(processor for name in inward for processor in self.url_value_preprocessors[name]))
+        return chains
+
+    async def full_dispatch_request(self, request_context: RequestContext | None = None) -> ResponseTypes:
+        try:
+            if request_started.receivers:
+                await request_started.send_async(self, _sync_wrapper=self.ensure_async)  # type: ignore[arg-type]
+            result: ResponseReturnValue | None = await self.preprocess_request(request_context)
+            if result is None:
+                result = await self.dispatch_request(request_context)
+        except Exception as error:
+            result = await self.handle_user_exception(error)
+        return await self.finalize_request(result, request_context)
+
+    async def preprocess_request(self, request_context: RequestContext | None = None) -> ResponseReturnValue | None:
+        current = (request_context or request_ctx).request
+        before, _, _, preprocessors = self._chains(current.blueprint)
+        for processor in preprocessors:
+            processor(current.endpoint, current.view_args)
+        for hook in before:
+            result = await hook()
+            if result is not None:
+                return result
+        return None
+
+    async def finalize_request(self, result: Any, request_context: RequestContext | None = None,
+                               from_error_handler: bool = False) -> ResponseTypes:
+        response = await self.make_response(result)
+        try:
+            response = await self.process_response(response, request_context)
+            if request_finished.receivers:
+                await request_finished.send_async(self, _sync_wrapper=self.ensure_async,  # type: ignore[arg-type]
+                                                  response=response)
+        except Exception:
+            if not from_error_handler:
+                raise
+            self.logger.exception("Request finalizing errored")
+        return response
+
+    async def process_response(self, response: ResponseTypes,
+                               request_context: RequestContext | None = None) -> ResponseTypes:
+        context = request_context or request_ctx
+        for hook in context._after_request_functions:
+            response = await self.ensure_async(hook)(response)
+        for hook in self._chains(context.request.blueprint)[1]:
+            response = await hook(response)
+        if not self.session_interface.is_null_session(context.session):
+            await self.ensure_async(self.session_interface.save_session)(self, context.session, response)
+        return response
+
+    async def do_teardown_request(self, exc: BaseException | None,
+                                  request_context: RequestContext | None = None) -> None:
+        for hook in self._chains((request_context or request_ctx).request.blueprint)[2]:
+            await hook(exc)
+        if request_tearing_down.receivers:
+            await request_tearing_down.send_async(self, _sync_wrapper=self.ensure_async,  # type: ignore[arg-type]
+                                                  exc=exc)
