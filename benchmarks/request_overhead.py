@@ -5,17 +5,18 @@ time. Goal (issue 19): the floor's CPU per request over pia's at least 0.8.
     uv run python -m benchmarks.request_overhead --backend duckdb
     uv run python -m benchmarks.request_overhead --backend postgresql   # the server of PIA_TEST_POSTGRES_URL
 
-Each app runs in a Hypercorn process of its own with the same configuration (one worker, no access log: the log
-line would cost both the same). pia's is `pia serve`'s own code (serving.server.run, with the roles `pia serve`
-gives the backend); a second pia server differs only in leaving the collector unfrozen after start-up, which
-measures what `serving.heap.freeze_startup_heap` is worth. The client is one process of asyncio connections
-speaking HTTP/1.1 through h11 with keep-alive, far lighter than httpx, because on two cores it competes with the
-server for CPU: the server gets one core and the client the other. Rounds go round the servers so background load
-falls on all alike, after a warm-up; the figure of each is its median round. Beside requests/s, each round reports
-the server process's CPU time per request (all its threads, from /proc), which other work on the machine disturbs
-far less. The benchmark client has a rate limit above anything the run can reach, so every request is counted by
-the limiter and answered 200. On PostgreSQL the database's CPU per request (its backends: the client read, the
-audit rows' COPY) is reported beside the server's; it is not part of the ratio, which compares the API processes.
+Each app runs in a Hypercorn process of its own with the same configuration (one worker, no access log: the log line
+would cost both the same). pia's is `pia serve`'s own code (serving.server.run, with the roles `pia serve` gives the
+backend); a second pia server differs only in leaving the collector as Python sets it (nothing frozen after
+start-up, the default thresholds), which measures what `serving.heap.settle_heap` is worth. The client is one
+process of asyncio connections speaking HTTP/1.1 through h11 with keep-alive, far lighter than httpx, because on two
+cores it competes with the server for CPU: the server gets one core and the client the other. Rounds go round the
+servers so background load falls on all alike, after a warm-up; the figure of each is its median round. Beside
+requests/s, each round reports the server process's CPU time per request (all its threads, from /proc), which other
+work on the machine disturbs far less. The benchmark client has a rate limit above anything the run can reach, so
+every request is counted by the limiter and answered 200. On PostgreSQL the database's CPU per request (its
+backends: the client read, the audit rows' COPY) is reported beside the server's; it is not part of the ratio, which
+compares the API processes.
 """
 
 import argparse
@@ -52,7 +53,7 @@ from settings import Settings
 UNREACHABLE_RATE_LIMIT = 10**9
 AUDIT_WRITE_SECONDS = 1.0  # ample for one round's audit rows, which take tens of milliseconds
 GOAL = 0.8  # the floor's CPU per request over pia's
-SERVERS = ("bare", "pia", "pia-unfrozen")
+SERVERS = ("bare", "pia", "pia-unsettled")
 
 
 def bare_app() -> Quart:
@@ -85,12 +86,12 @@ def _serve(app: Quart, port: int) -> None:
     asyncio.run(main())
 
 
-def _serve_pia(port: int, freeze_heap: bool) -> None:
+def _serve_pia(port: int, settled_heap: bool) -> None:
     from serving.roles import Roles
     from serving.server import run as serve_pia
 
     settings = Settings()
-    serve_pia(settings, create_engine(settings), "127.0.0.1", port, Roles.of_serve(settings), freeze_heap=freeze_heap)
+    serve_pia(settings, create_engine(settings), "127.0.0.1", port, Roles.of_serve(settings), settled_heap=settled_heap)
 
 
 async def _connection(port: int, path: str, token: str, stop_at: float, statuses: Counter) -> None:
@@ -180,8 +181,8 @@ def run(backend: str, database_url: str, data_dir: Path, seconds: float, rounds:
            "PIA_SECRET_KEY": secret_key}
     envs = {kind: env for kind in SERVERS}
     if backend == "duckdb":  # the DuckDB file is one process's: the second pia server gets a copy of the seeded one
-        shutil.copytree(data_dir, data_dir / "unfrozen", ignore=shutil.ignore_patterns("unfrozen"))
-        envs["pia-unfrozen"] = {**env, "PIA_DATA_DIR": str(data_dir / "unfrozen")}
+        shutil.copytree(data_dir, data_dir / "unsettled", ignore=shutil.ignore_patterns("unsettled"))
+        envs["pia-unsettled"] = {**env, "PIA_DATA_DIR": str(data_dir / "unsettled")}
     ports = {kind: 17500 + 500 * number + os.getpid() % 500 for number, kind in enumerate(SERVERS)}
     database = create_engine(Settings(database_url=database_url)) if backend == "postgresql" else None
     servers: dict[str, subprocess.Popen] = {}
@@ -227,11 +228,11 @@ def run(backend: str, database_url: str, data_dir: Path, seconds: float, rounds:
     database_cost = f" (+ PostgreSQL {statistics.median(database_costs):,.0f} µs)" if database_costs else ""
     print(f"[{backend}] authenticated GET …/limits:    {rate['pia']:8,.0f} requests/s {cost['pia']:6,.0f} µs "
           f"CPU/request{database_cost}")
-    print(f"[{backend}] … the collector left unfrozen: {rate['pia-unfrozen']:8,.0f} requests/s "
-          f"{cost['pia-unfrozen']:6,.0f} µs CPU/request")
+    print(f"[{backend}] … the heap left unsettled:   {rate['pia-unsettled']:8,.0f} requests/s "
+          f"{cost['pia-unsettled']:6,.0f} µs CPU/request")
     ratio = cost["bare"] / cost["pia"]
     print(f"[{backend}] goal: floor / pia by CPU per request >= {GOAL}: {ratio:.2f}, "
-          f"{'met' if ratio >= GOAL else 'missed'} (unfrozen {cost['bare'] / cost['pia-unfrozen']:.2f}; "
+          f"{'met' if ratio >= GOAL else 'missed'} (unsettled {cost['bare'] / cost['pia-unsettled']:.2f}; "
           f"by requests/s {rate['pia'] / rate['bare']:.2f})")
 
 
@@ -251,8 +252,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.serve == "bare":
         return _serve(bare_app(), args.port)
-    if args.serve in ("pia", "pia-unfrozen"):
-        return _serve_pia(args.port, freeze_heap=args.serve == "pia")
+    if args.serve in ("pia", "pia-unsettled"):
+        return _serve_pia(args.port, settled_heap=args.serve == "pia")
     measure = (args.seconds, args.rounds, args.connections)
     with backend_database(args.backend) as (database_url, folder):
         run(args.backend, database_url, folder, *measure)

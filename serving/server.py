@@ -11,7 +11,7 @@ from hypercorn.config import Config
 
 from db.secrets import SecretKeyError
 from serving.app import create_app
-from serving.heap import freeze_startup_heap
+from serving.heap import settle_heap
 from serving.roles import Roles
 from settings import Settings
 
@@ -21,16 +21,16 @@ def base_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-def run(settings: Settings, engine: sa.Engine, host: str, port: int, roles: Roles, freeze_heap: bool = True) -> None:
+def run(settings: Settings, engine: sa.Engine, host: str, port: int, roles: Roles, settled_heap: bool = True) -> None:
     """Serve the API with `roles` beside it, after saying which they are (and what to start beside it).
-    freeze_heap: settle the heap once everything has started (serving.heap); benchmarks.request_overhead measures
+    settled_heap: settle the heap once everything has started (serving.heap); benchmarks.request_overhead measures
     the difference."""
     app = create_app(settings, engine, issuer=settings.issuer or base_url(host, port),
                      run_pipeline=roles.pipeline_worker, run_bridge=roles.event_bridge, run_relay=roles.event_relay)
-    if freeze_heap:
+    if settled_heap:
         @app.before_serving  # the last of them: after the app's own threads, pools and workers have started
-        async def settle_heap() -> None:
-            freeze_startup_heap()
+        async def settle_heap_once_started() -> None:
+            settle_heap()
 
     try:
         app.extensions["pia"].tokens.read_keys()
