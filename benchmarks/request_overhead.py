@@ -8,15 +8,15 @@ time. Goal (issue 19): the floor's CPU per request over pia's at least 0.8.
 Each app runs in a Hypercorn process of its own with the same configuration (one worker, no access log: the log line
 would cost both the same). pia's is `pia serve`'s own code (serving.server.run, with the roles `pia serve` gives the
 backend); a second pia server differs only in leaving the collector as Python sets it (nothing frozen after
-start-up, the default thresholds), which measures what `serving.heap.settle_heap` is worth. The client is one
-process of asyncio connections speaking HTTP/1.1 through h11 with keep-alive, far lighter than httpx, because on two
-cores it competes with the server for CPU: the server gets one core and the client the other. Rounds go round the
-servers so background load falls on all alike, after a warm-up; the figure of each is its median round. Beside
-requests/s, each round reports the server process's CPU time per request (all its threads, from /proc), which other
-work on the machine disturbs far less. The benchmark client has a rate limit above anything the run can reach, so
-every request is counted by the limiter and answered 200. On PostgreSQL the database's CPU per request (its
-backends: the client read, the audit rows' COPY) is reported beside the server's; it is not part of the ratio, which
-compares the API processes.
+start-up, the default thresholds), which measures what the server's settling of its heap is worth (serving.heap).
+The client is one process of asyncio connections speaking HTTP/1.1 through h11 with keep-alive, far lighter than
+httpx, because on two cores it competes with the server for CPU: the server gets one core and the client the other.
+Rounds go round the servers so background load falls on all alike, after a warm-up; the figure of each is its median
+round. Beside requests/s, each round reports the server process's CPU time per request (all its threads, from
+/proc), which other work on the machine disturbs far less. The benchmark client has a rate limit above anything the
+run can reach, so every request is counted by the limiter and answered 200. On PostgreSQL the database's CPU per
+request (its backends: the client read, the audit rows' COPY) is reported beside the server's; it is not part of the
+ratio, which compares the API processes.
 """
 
 import argparse

@@ -83,7 +83,7 @@ def bridge() -> None:
     from db.engine import create_engine
     from db.migrate import current_revision, head_revision
     from events.bridge import run_bridge
-    from serving.heap import settle_heap
+    from serving.heap import freeze_startup_heap
 
     settings = Settings()
     engine = create_engine(settings)
@@ -95,7 +95,7 @@ def bridge() -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        settle_heap()
+        freeze_startup_heap()
         await run_bridge(settings, engine, stop)
 
     asyncio.run(deliver_until_signalled())

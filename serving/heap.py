@@ -3,16 +3,19 @@
 import atexit
 import gc
 
-# Young collections run once this many more container objects were allocated than freed (Python's default: 700). On
-# the cheap authenticated GET at 1,900 requests/s the default collected some 60 times a second, each time walking
-# what the requests in flight hold; 50,000 measured 15–28 µs less CPU a request in benchmarks.request_overhead
-# (rounds alternating in one server, 2026-11-29), for at most a few MB of cyclic garbage kept a little longer.
-YOUNG_GENERATION_THRESHOLD = 50_000
+# The API server's young collections run once this many more container objects were allocated than freed (Python's
+# default: 700). On the cheap authenticated GET at 1,900 requests/s the default collected some 60 times a second,
+# each time walking what the requests in flight hold; 10,000 measured 15–22 µs less CPU a request in
+# benchmarks.request_overhead (rounds alternating in one server, 2026-11-29), and the server's memory after 45 s of
+# 200s, 401s and 404s was within 3 MB of the default's. Garbage that holds much is another matter: a bridge retrying
+# through tests/test_event_backlog.py's outage keeps failed deliveries' exceptions, each holding its request body,
+# and grew by 75 MB at 700, 99 MB at 10,000 and 216 MB at 50,000 (the test's bound: 100). So `pia bridge` and `pia
+# worker` keep Python's default; a server that delivers events itself (DuckDB's embedded shape) pays the 24 MB.
+YOUNG_GENERATION_THRESHOLD = 10_000
 
 
-def settle_heap() -> None:
-    """Move every object alive after start-up (imported modules, the app, pools) out of the collector's reach, and
-    collect young garbage less often.
+def freeze_startup_heap() -> None:
+    """Move every object alive after start-up (imported modules, the app, pools) out of the collector's reach.
 
     Python's collector walks its oldest generation whenever enough new objects survived; in a process that imported
     SQLAlchemy, Polars, pyarrow and DuckDB that walk covers hundreds of thousands of objects that live as long as the
@@ -22,5 +25,9 @@ def settle_heap() -> None:
     """
     gc.collect()
     gc.freeze()
-    gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
     atexit.register(gc.unfreeze)
+
+
+def collect_young_garbage_less_often() -> None:
+    """The API server's young collections every YOUNG_GENERATION_THRESHOLD allocations instead of Python's 700."""
+    gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])

@@ -11,7 +11,7 @@ from hypercorn.config import Config
 
 from db.secrets import SecretKeyError
 from serving.app import create_app
-from serving.heap import settle_heap
+from serving.heap import collect_young_garbage_less_often, freeze_startup_heap
 from serving.roles import Roles
 from settings import Settings
 
@@ -29,8 +29,9 @@ def run(settings: Settings, engine: sa.Engine, host: str, port: int, roles: Role
                      run_pipeline=roles.pipeline_worker, run_bridge=roles.event_bridge, run_relay=roles.event_relay)
     if settled_heap:
         @app.before_serving  # the last of them: after the app's own threads, pools and workers have started
-        async def settle_heap_once_started() -> None:
-            settle_heap()
+        async def settle_heap() -> None:
+            freeze_startup_heap()
+            collect_young_garbage_less_often()
 
     try:
         app.extensions["pia"].tokens.read_keys()

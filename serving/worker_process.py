@@ -13,7 +13,7 @@ from pipeline.cli import pipeline_from_environment
 from pipeline.metrics import serve_worker_metrics
 from pipeline.worker import run_supervised
 from rules.retry import RetryPolicy
-from serving.heap import settle_heap
+from serving.heap import freeze_startup_heap
 
 
 @click.command()
@@ -40,7 +40,7 @@ def worker() -> None:
     if relay:
         relay.start()
     click.echo(f"pipeline worker {pipeline.worker_id} started", err=True)
-    settle_heap()
+    freeze_startup_heap()
     run_supervised(pipeline, stop, wake, settings.worker.poll_seconds)
     orders.join()
     if relay:

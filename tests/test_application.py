@@ -1,6 +1,8 @@
 """serving.application.Application keeps each blueprint's hooks instead of looking them up per request: it must call
 the same hooks in the same order as Quart, with the same results, for every kind of request."""
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 from quart import Blueprint, Quart, Response, request
 from quart.signals import request_finished, request_started, request_tearing_down
@@ -41,25 +43,16 @@ def recording_app(app_class: type[Quart], calls: list[str]) -> Quart:
     for name, scope in (("app", app), ("parent", parent), ("child", child)):
         record(name, scope)
 
-    @app.get("/app")
-    async def at_app() -> str:
-        calls.append("view app")
-        return "app"
+    def view(name: str) -> Callable[[], Awaitable[str]]:
+        async def answer() -> str:
+            calls.append(f"view {name}")
+            return name
+        return answer
 
-    @parent.get("/here")
-    async def at_parent() -> str:
-        calls.append("view parent")
-        return "parent"
-
-    @child.get("/here")
-    async def at_child() -> str:
-        calls.append("view child")
-        return "child"
-
-    @child.get("/stop")
-    async def not_reached() -> str:
-        calls.append("view stop")
-        return "not reached"
+    app.add_url_rule("/app", "at_app", view("app"))
+    parent.add_url_rule("/here", "at_parent", view("parent"))
+    child.add_url_rule("/here", "at_child", view("child"))
+    child.add_url_rule("/stop", "not_reached", view("stop"))
 
     @child.get("/boom")
     async def boom() -> str:

@@ -11,12 +11,13 @@ CYCLES = 120_000
 PROBE = textwrap.dedent(f"""
     import atexit, gc
     import sqlalchemy  # a start-up's worth of objects
-    from serving.heap import settle_heap
+    from serving.heap import collect_young_garbage_less_often, freeze_startup_heap
 
-    # atexit calls the last registered first: this one runs after the thaw settle_heap registers.
+    # atexit calls the last registered first: this one runs after the thaw freeze_startup_heap registers.
     atexit.register(lambda: print("frozen at exit", gc.get_freeze_count()))
-    settle_heap()
+    freeze_startup_heap()
     print("frozen", gc.get_freeze_count())
+    collect_young_garbage_less_often()  # the API server's
     print("young threshold", gc.get_threshold()[0])
     young_before = gc.get_stats()[0]["collections"]
     for _ in range({CYCLES}):  # each a container no reference count frees: only the collector does

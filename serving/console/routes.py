@@ -53,7 +53,8 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 async def require_session() -> None:
     if request.endpoint not in _OPEN_ENDPOINTS:
         await signed_in()
-        await check_request()  # as the API's routes: a path parameter with a control character is 400
+        # As the API's routes: a path parameter with a control character is 400.
+        await check_request(request._get_current_object())
 
 
 @blueprint.after_request

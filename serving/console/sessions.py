@@ -120,7 +120,7 @@ async def signed_in() -> SignedIn:
         raise SignedOut()
     # Audited under the session (a hash's prefix: the audit table never holds anything to sign in with), refusals
     # of forged forms included.
-    await admit(Caller(client, f"console:{session.session_hash[:16]}", started))
+    await admit(Caller(client, f"console:{session.session_hash[:16]}", started), services())
     if request.method not in SAFE_METHODS:
         await check_form(session_id)
     g.console = signed = SignedIn(client, csrf_token(session_id))
