@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 from quart import Quart
 from quart.ctx import RequestContext
 from quart.globals import request_ctx
-from quart.signals import request_finished, request_started, request_tearing_down
+from quart.signals import request_tearing_down
 from quart.typing import ResponseReturnValue, ResponseTypes
 
 Hook = Callable[..., Awaitable[Any]]
@@ -25,9 +25,8 @@ class HookChains(NamedTuple):
 class Application(Quart):
     """Quart's dispatch finds a request's hooks afresh three times a request: the chain of blueprint names from the
     endpoint's name (an import and a new list each time), each name's registry of hooks, and `ensure_async`'s
-    coroutine check of every hook it calls; it also awaits three signals nobody listens to. This one keeps each
-    blueprint's HookChains and skips a signal without receivers: 15–22 µs less per authenticated request
-    (benchmarks.request_overhead, rounds alternating in one server).
+    coroutine check of every hook it calls. This one keeps each blueprint's HookChains: 15–22 µs less per
+    authenticated request (benchmarks.request_overhead, rounds alternating in one server).
 
     The chains are kept from a blueprint's first request on, so hooks must be registered before the app serves, as
     Flask requires (Quart does not check it); every hook here is registered by create_app and the blueprints.
@@ -54,17 +53,6 @@ class Application(Quart):
                 preprocessors=tuple(processor for name in inward for processor in self.url_value_preprocessors[name]))
         return chains
 
-    async def full_dispatch_request(self, request_context: RequestContext | None = None) -> ResponseTypes:
-        try:
-            if request_started.receivers:
-                await request_started.send_async(self, _sync_wrapper=self.ensure_async)  # type: ignore[arg-type]
-            result: ResponseReturnValue | None = await self.preprocess_request(request_context)
-            if result is None:
-                result = await self.dispatch_request(request_context)
-        except Exception as error:
-            result = await self.handle_user_exception(error)
-        return await self.finalize_request(result, request_context)
-
     async def preprocess_request(self, request_context: RequestContext | None = None) -> ResponseReturnValue | None:
         current = (request_context or request_ctx).request
         chains = self._chains(current.blueprint)
@@ -75,20 +63,6 @@ class Application(Quart):
             if result is not None:
                 return result
         return None
-
-    async def finalize_request(self, result: Any, request_context: RequestContext | None = None,
-                               from_error_handler: bool = False) -> ResponseTypes:
-        response = await self.make_response(result)
-        try:
-            response = await self.process_response(response, request_context)
-            if request_finished.receivers:
-                await request_finished.send_async(self, _sync_wrapper=self.ensure_async,  # type: ignore[arg-type]
-                                                  response=response)
-        except Exception:
-            if not from_error_handler:
-                raise
-            self.logger.exception("Request finalizing errored")
-        return response
 
     async def process_response(self, response: ResponseTypes,
                                request_context: RequestContext | None = None) -> ResponseTypes:
@@ -105,6 +79,4 @@ class Application(Quart):
                                   request_context: RequestContext | None = None) -> None:
         for hook in self._chains((request_context or request_ctx).request.blueprint).teardown:
             await hook(exc)
-        if request_tearing_down.receivers:
-            await request_tearing_down.send_async(self, _sync_wrapper=self.ensure_async,  # type: ignore[arg-type]
-                                                  exc=exc)
+        await request_tearing_down.send_async(self, _sync_wrapper=self.ensure_async, exc=exc)  # type: ignore[arg-type]
