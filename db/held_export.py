@@ -12,7 +12,10 @@ columns); the quantities' stored integers become exact decimals as a chunk is re
 
 import functools
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -27,6 +30,7 @@ from sqlalchemy.sql.cache_key import CacheKey
 from contracts.held_datasets import REPLENISHMENT_PARAMETERS, SALES_FORECAST_DAYS, SALES_FORECASTS
 from db.adbc import InlinedTemplate, adbc_connection, inlined
 from db.bulk import driver_connection
+from db.continued_reads import CAPACITY, parked_reads
 from db.engine import duckdb_statement, is_duckdb
 from db.held import (
     PAGE_PART,
@@ -52,6 +56,9 @@ LAYOUTS: tuple[Layout, ...] = ("horizon", "daily")
 BATCH_ROWS = 16_384
 # PostgreSQL's rows come through ADBC in record batches of about this many bytes (the driver's default is 16 MB).
 _BATCH_BYTES = 4 * 1024 * 1024
+
+# Threads reading ahead for parked reads (db.continued_reads), at most one each.
+_READ_AHEAD = ThreadPoolExecutor(max_workers=CAPACITY, thread_name_prefix="read-ahead")
 
 _INSTANT = pl.Datetime("us", "UTC")
 # The columns the database rows are read with, as Polars types.
@@ -80,12 +87,16 @@ def sales_forecast_arrow_page(engine: sa.Engine, tenant_id: str, *, retail_store
     """Unexpired held forecasts as SALES_FORECASTS: retail stores first, then eCom stores; by store number, then SKU
     number; a page never spans two stores."""
     if not is_duckdb(engine):
-        # The statement is built and compiled once per shape; each page writes its values in.
-        template = _forecast_page_template(retail_store_number is not None, ecom_store_number is not None,
-                                           after is not None, limit)
+        # The statements are built and compiled once per shape; each page writes its values in.
+        retail, ecom = retail_store_number is not None, ecom_store_number is not None
         values = {"tenant_id": tenant_id, "today": today, "retail_store_number": retail_store_number,
                   "ecom_store_number": ecom_store_number, **_key_values(after)}
-        return _arrow_page(engine, template.render(values), ForecastKey, limit, _FORECASTS, in_parts=True)
+        if after is None:
+            template = _forecast_page_template(retail, ecom, limit)
+            return _arrow_page(engine, template.render(values), ForecastKey, limit, _FORECASTS, in_parts=True)
+        listing = ("sales_forecasts", tenant_id, retail_store_number, ecom_store_number, today)
+        return _continued_page(engine, listing, after, limit, _FORECASTS,
+                               lambda: _forecasts_after_template(retail, ecom).render(values))
     rows = held_forecasts(tenant_id, retail_store_number=retail_store_number,
                           ecom_store_number=ecom_store_number, today=today, columns=list(_FORECAST_COLUMNS))
     return _sought_page(engine, rows, ForecastKey, after, limit, _FORECASTS)
@@ -104,15 +115,29 @@ def _sought_page(engine: sa.Engine, rows: sa.FromClause, key_type: type[KeyT], a
 
 
 @functools.lru_cache(maxsize=64)
-def _forecast_page_template(retail: bool, ecom: bool, after: bool, limit: int) -> InlinedTemplate:
-    """The PostgreSQL page query of forecasts, its values bound parameters named after sales_forecast_arrow_page's
-    arguments (the key's as after_store_number…); unordered (see db.held.page_query)."""
-    rows = held_forecasts(sa.bindparam("tenant_id"),  # type: ignore[arg-type]
+def _forecast_page_template(retail: bool, ecom: bool, limit: int) -> InlinedTemplate:
+    """The PostgreSQL query of a first page of forecasts, its values bound parameters named after
+    sales_forecast_arrow_page's arguments; unordered (see db.held.page_query)."""
+    return InlinedTemplate(page_query(_forecasts_of(retail, ecom), ForecastKey, None, limit, ordered=False))
+
+
+@functools.lru_cache(maxsize=8)
+def _forecasts_after_template(retail: bool, ecom: bool) -> InlinedTemplate:
+    """The PostgreSQL query of every forecast after a page key (after_store_number…), in key order: the rest of
+    the list, which a continued read takes its pages from."""
+    rows = _forecasts_of(retail, ecom)
+    key = [rows.c[name] for name in key_names(ForecastKey)]
+    after = [sa.bindparam(f"after_{name}", type_=column.type) for name, column in zip(key_names(ForecastKey), key,
+                                                                                        strict=True)]
+    return InlinedTemplate(sa.select(rows).where(sa.tuple_(*key) > sa.tuple_(*after)).order_by(*key))
+
+
+def _forecasts_of(retail: bool, ecom: bool) -> sa.Subquery:
+    """The held forecasts a page reads, the tenant, today and the store filters given being bound parameters."""
+    return held_forecasts(sa.bindparam("tenant_id"),  # type: ignore[arg-type]
                           retail_store_number=sa.bindparam("retail_store_number") if retail else None,
                           ecom_store_number=sa.bindparam("ecom_store_number") if ecom else None,
                           today=sa.bindparam("today"), columns=list(_FORECAST_COLUMNS))  # type: ignore[arg-type]
-    key = [sa.bindparam(f"after_{name}", type_=rows.c[name].type) for name in key_names(ForecastKey)]
-    return InlinedTemplate(page_query(rows, ForecastKey, key if after else None, limit, ordered=False))
 
 
 def _key_values(after: PageKey | None) -> dict[str, object]:
@@ -191,6 +216,80 @@ def _page(fetched: pl.DataFrame, key_type: type[KeyT], limit: int, dataset: "_Da
     page = fetched.head(length)
     following = key_type(**page.select(names).row(length - 1, named=True)) if fetched.height > length else None
     return ArrowPage(_table(dataset.shape(page), dataset.schema), following)
+
+
+def _continued_page(engine: sa.Engine, listing: tuple[object, ...], after: KeyT, limit: int, dataset: "_Dataset",
+                    rest: Callable[[], str]) -> ArrowPage:
+    """The page after the key, taken from the read parked there by the page before (db.continued_reads), else from
+    a read of the rest of the list (`rest`: its SQL) opened now; the read is parked again for the page after."""
+    reads = parked_reads(engine)
+    page = None
+    if (taken := reads.take((listing, after))) is not None:
+        read, opened = taken
+        try:
+            page = read.page(type(after), limit, dataset)
+        except Exception:
+            read.close()  # a parked read that failed (its connection lost, say): read afresh
+    if page is None:
+        read, opened = _ContinuedRead(_frames(engine, rest(), dataset.columns, BATCH_ROWS)), time.monotonic()
+        try:
+            page = read.page(type(after), limit, dataset)
+        except BaseException:
+            read.close()
+            raise
+    if page.next is None:
+        read.close()
+    else:
+        read.read_ahead(limit)
+        reads.park((listing, page.next), read, opened)
+    return page
+
+
+class _ContinuedRead:
+    """The rest of a list in key order as it is read, frame by frame, cut into pages as db.held cuts them."""
+
+    def __init__(self, frames: Generator[pl.DataFrame, None, None]) -> None:
+        self._frames = frames
+        self._rows: pl.DataFrame | None = None  # read and not yet paged
+        self._read_all = False
+        self._ahead: Future[pl.DataFrame | None] | None = None  # the next frame, being read
+
+    def page(self, key_type: type[KeyT], limit: int, dataset: "_Dataset") -> ArrowPage:
+        store = key_names(key_type)[:-1]
+        while not self._read_all and not self._page_is_cut(store, limit):
+            if (frame := self._next_frame()) is None:
+                self._read_all = True
+            else:
+                self._rows = frame if self._rows is None else pl.concat([self._rows, frame])
+        rows = self._rows if self._rows is not None else pl.DataFrame(schema=dataset.columns)
+        page = _page(rows, key_type, limit, dataset)
+        self._rows = rows.slice(page.table.num_rows)
+        return page
+
+    def _page_is_cut(self, store: list[str], limit: int) -> bool:
+        """Whether a row after the page is at hand: one beyond the limit, or one of a later store."""
+        rows = self._rows
+        if rows is None or rows.height == 0:
+            return False
+        stores = rows.select(store)
+        return rows.height > limit or stores.row(0) != stores.row(-1)
+
+    def read_ahead(self, limit: int) -> None:
+        """Read the next frame in the background when fewer rows than a page are left: the database and the driver
+        work while the page just cut is sent and the next one asked for."""
+        if not self._read_all and self._ahead is None and (self._rows is None or self._rows.height <= limit):
+            self._ahead = _READ_AHEAD.submit(next, self._frames, None)
+
+    def _next_frame(self) -> pl.DataFrame | None:
+        if (ahead := self._ahead) is None:
+            return next(self._frames, None)
+        self._ahead = None
+        return ahead.result()
+
+    def close(self) -> None:
+        if self._ahead is not None:  # the generator is closed once no thread runs it
+            futures.wait([self._ahead])
+        self._frames.close()
 
 
 def parts_in_key_order(fetched: pl.DataFrame, last_key: str) -> pl.DataFrame:

@@ -2,6 +2,7 @@
 tenancy as the lists, query errors and access, streaming in bounded batches, and `pia pipeline export`."""
 
 import io
+from dataclasses import astuple
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,11 @@ from contracts.held_datasets import (
     SALES_FORECASTS,
 )
 from db.adbc import inlined
-from db.held import PAGE_PART, ForecastKey, held_forecasts, page_query
+from db.held import PAGE_PART, ForecastKey, held_forecasts, key_names, page_query
 from db.held_export import (
     _FORECAST_COLUMNS,
     _forecast_page_template,
+    _forecasts_after_template,
     parts_in_key_order,
     replenishment_parameter_batches,
     sales_forecast_batches,
@@ -220,20 +222,23 @@ def test_pipeline_export_names_the_tenant_when_several_hold_data(settings: Setti
 
 
 @pytest.mark.parametrize("retail, ecom, after", [
-    (None, None, None), ("10'01", None, ForecastKey(False, "1001", "a\\b'c")),
+    (None, None, ForecastKey(False, "1001", "100")), ("10'01", None, ForecastKey(False, "1001", "a\\b'c")),
     (None, "2001", ForecastKey(True, "2", "9"))])
-def test_forecast_page_template_writes_what_inlining_writes(retail: str | None, ecom: str | None,
-                                                            after: ForecastKey | None) -> None:
-    """The PostgreSQL page SQL, compiled once and its values written in, is the SQL compiling the page with its values
-    as literals gives (quotes and backslashes included)."""
+def test_forecast_page_templates_write_what_inlining_writes(retail: str | None, ecom: str | None,
+                                                            after: ForecastKey) -> None:
+    """The PostgreSQL SQL of a first page and of the rest of the list after a key, compiled once and their values
+    written in, is the SQL compiling them with their values as literals gives (quotes and backslashes included)."""
     today = utc_now().date()
-    template = _forecast_page_template(retail is not None, ecom is not None, after is not None, 50)
-    key = {f"after_{name}": value for name, value in after.to_dict().items()} if after else {}
-    rendered = template.render({"tenant_id": "t'1", "today": today, "retail_store_number": retail,
-                                "ecom_store_number": ecom, **key})
+    values = {"tenant_id": "t'1", "today": today, "retail_store_number": retail, "ecom_store_number": ecom}
     rows = held_forecasts("t'1", retail_store_number=retail, ecom_store_number=ecom, today=today,
                           columns=list(_FORECAST_COLUMNS))
-    assert rendered == inlined(page_query(rows, ForecastKey, after, 50, ordered=False))
+    first = _forecast_page_template(retail is not None, ecom is not None, 50).render(values)
+    assert first == inlined(page_query(rows, ForecastKey, None, 50, ordered=False))
+    rest = _forecasts_after_template(retail is not None, ecom is not None).render(
+        {**values, **{f"after_{name}": value for name, value in after.to_dict().items()}})
+    key = [rows.c[name] for name in key_names(ForecastKey)]
+    after_key = [sa.literal(value, column.type) for value, column in zip(astuple(after), key, strict=True)]
+    assert rest == inlined(sa.select(rows).where(sa.tuple_(*key) > sa.tuple_(*after_key)).order_by(*key))
 
 
 @given(skus=st.lists(st.text("ABC0123", min_size=1, max_size=4), min_size=1, max_size=30, unique=True),
