@@ -210,9 +210,7 @@ def _page(fetched: pl.DataFrame, key_type: type[KeyT], limit: int, dataset: "_Da
     """The page of rows in key order after the key: those of the first store, up to the limit, and the key to read
     the next page after when any fetched row is left."""
     names = key_names(key_type)
-    store = names[:-1]
-    first_store_rows = fetched.join(fetched.head(1).select(store), on=store, how="semi").height
-    length = page_length(limit, first_store_rows)
+    length = page_length(limit, _first_store_rows(fetched, names[:-1]))
     page = fetched.head(length)
     following = key_type(**page.select(names).row(length - 1, named=True)) if fetched.height > length else None
     return ArrowPage(_table(dataset.shape(page), dataset.schema), following)
@@ -231,7 +229,7 @@ def _continued_page(engine: sa.Engine, listing: tuple[object, ...], after: KeyT,
         except Exception:
             read.close()  # a parked read that failed (its connection lost, say): read afresh
     if page is None:
-        read, opened = _ContinuedRead(_frames(engine, rest(), dataset.columns, BATCH_ROWS)), time.monotonic()
+        read, opened = _ContinuedRead(_postgresql_frames(engine, rest(), dataset.columns)), time.monotonic()
         try:
             page = read.page(type(after), limit, dataset)
         except BaseException:
@@ -292,6 +290,14 @@ class _ContinuedRead:
         self._frames.close()
 
 
+def _first_store_rows(rows: pl.DataFrame, store: list[str]) -> int:
+    """How many rows (in key order) the first row's store has: they come first."""
+    if not rows.height:
+        return 0
+    first = rows.row(0, named=True)
+    return int(rows.select(pl.all_horizontal(pl.col(name) == first[name] for name in store)).to_series().sum())
+
+
 def parts_in_key_order(fetched: pl.DataFrame, last_key: str) -> pl.DataFrame:
     """The unordered page query's rows in key order, without their PAGE_PART: the first store's rows (part 0: one
     store, so in the order of the key's last column), then the next store's first row (part 1). PostgreSQL's plans
@@ -350,19 +356,15 @@ def _frames(engine: sa.Engine, query: sa.Executable | str, columns: dict[str, pl
     when there are no rows. A connection is held until the last frame is taken or the generator is closed; on
     DuckDB it is the caller's `conn` when given."""
     if not is_duckdb(engine):
-        with adbc_connection(engine) as adbc, adbc.cursor() as cursor:
-            # The driver reads COPY's binary output into record batches of about this size, as it arrives.
-            cursor.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(_BATCH_BYTES)})
-            cursor.execute(query if isinstance(query, str) else inlined(query))
-            # The driver's batches are cut by size: recut into batch_rows, as the exports' record batches are.
-            pending = pl.DataFrame(schema=columns)
-            for batch in cursor.fetch_record_batch():
-                pending = pl.concat([pending, _typed(batch, columns)])
-                while pending.height >= batch_rows:
-                    yield pending.head(batch_rows)
-                    pending = pending.slice(batch_rows)
-            if pending.height:
-                yield pending
+        # The driver's batches are cut by size: recut into batch_rows, as the exports' record batches are.
+        pending = pl.DataFrame(schema=columns)
+        for frame in _postgresql_frames(engine, query, columns):
+            pending = pl.concat([pending, frame])
+            while pending.height >= batch_rows:
+                yield pending.head(batch_rows)
+                pending = pending.slice(batch_rows)
+        if pending.height:
+            yield pending
         return
     with nullcontext(conn) if conn is not None else engine.connect() as conn:
         # The driver's own relation: an Arrow reader over the pending result, without a copy per row.
@@ -375,6 +377,18 @@ def _frames(engine: sa.Engine, query: sa.Executable | str, columns: dict[str, pl
                     yield _typed(batch, columns)
         finally:
             reader.close()  # the connection refuses its next statement while a result is open
+
+
+def _postgresql_frames(engine: sa.Engine, query: sa.Executable | str,
+                       columns: dict[str, pl.DataType]) -> Generator[pl.DataFrame, None, None]:
+    """The query's rows as frames of these columns and types, one for each record batch of the driver's (a few MB
+    each), as they arrive; a connection of the ADBC pool held until the last is taken or the generator closed."""
+    with adbc_connection(engine) as adbc, adbc.cursor() as cursor:
+        # The driver reads COPY's binary output into record batches of about this size, as it arrives.
+        cursor.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(_BATCH_BYTES)})
+        cursor.execute(query if isinstance(query, str) else inlined(query))
+        for batch in cursor.fetch_record_batch():
+            yield _typed(batch, columns)
 
 
 def _frame(engine: sa.Engine, query: sa.Executable | str, columns: dict[str, pl.DataType],

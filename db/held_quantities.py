@@ -47,6 +47,24 @@ def stored_value(quantities: Iterable[Decimal | str]) -> bytes:
 def integers(stored_bytes: pa.Array | pa.ChunkedArray) -> pa.LargeListArray:
     """Each forecast's stored bytes as its list of integers of ten-thousandths. Bytes that are not a whole number
     of integers are refused (ValueError): this module never wrote them."""
+    offsets, values = _stored_integers(stored_bytes)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values.astype(np.int64)))
+
+
+def as_decimals(stored_bytes: pa.Array | pa.ChunkedArray) -> pa.LargeListArray:
+    """Each forecast's stored bytes as its list of DECIMAL(18,4), the same values exactly: each integer becomes
+    the low word of its 128-bit two's complement decimal, and its sign the high word."""
+    offsets, values = _stored_integers(stored_bytes)
+    words = np.empty((len(values), 2), np.int64)
+    words[:, 0] = values  # the byte order turned as it is copied
+    np.right_shift(words[:, 0], 63, out=words[:, 1])
+    decimals = pa.Array.from_buffers(DECIMAL, len(values), [None, pa.py_buffer(words)])
+    return pa.LargeListArray.from_arrays(pa.array(offsets), decimals)
+
+
+def _stored_integers(stored_bytes: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """The list offsets (from 0) of each forecast's integers, and the integers as stored (big-endian), a view of
+    the bytes. Bytes that are not a whole number of integers are refused (ValueError)."""
     stored_bytes = _one_chunk(stored_bytes)
     if pa.types.is_binary_view(stored_bytes.type):
         stored_bytes = stored_bytes.cast(pa.large_binary())
@@ -58,20 +76,7 @@ def integers(stored_bytes: pa.Array | pa.ChunkedArray) -> pa.LargeListArray:
     count = int(offsets[-1] - offsets[0]) // QUANTITY_BYTES
     data = stored_bytes.buffers()[2]
     values = np.frombuffer(data, _STORED_INTEGER, count, int(offsets[0])) if count else np.empty(0, _STORED_INTEGER)
-    return pa.LargeListArray.from_arrays(pa.array((offsets - offsets[0]) // QUANTITY_BYTES),
-                                         pa.array(values.astype(np.int64)))
-
-
-def as_decimals(stored_bytes: pa.Array | pa.ChunkedArray) -> pa.LargeListArray:
-    """Each forecast's stored bytes as its list of DECIMAL(18,4), the same values exactly: each integer becomes
-    the low word of its 128-bit two's complement decimal, and its sign the high word."""
-    lists = integers(stored_bytes)
-    values = lists.values.to_numpy()
-    words = np.empty((len(values), 2), np.int64)
-    words[:, 0] = values
-    words[:, 1] = values >> 63
-    decimals = pa.Array.from_buffers(DECIMAL, len(values), [None, pa.py_buffer(words)])
-    return pa.LargeListArray.from_arrays(lists.offsets, decimals)
+    return (offsets - offsets[0]) // QUANTITY_BYTES, values
 
 
 def _one_chunk(array: pa.Array | pa.ChunkedArray) -> pa.Array:
