@@ -57,8 +57,11 @@ BATCH_ROWS = 16_384
 # PostgreSQL's rows come through ADBC in record batches of about this many bytes (the driver's default is 16 MB).
 _BATCH_BYTES = 4 * 1024 * 1024
 
-# Threads reading ahead for parked reads (db.continued_reads), at most one each.
+# Threads reading ahead for parked reads (db.continued_reads), at most one each; a read reads its next frame
+# whenever it holds no more than this many pages of rows (3 against 1: 424k against 400k rows/s paged over HTTP,
+# medians of three runs each, alternating, 2026-11-30).
 _READ_AHEAD = ThreadPoolExecutor(max_workers=CAPACITY, thread_name_prefix="read-ahead")
+_READ_AHEAD_PAGES = 3
 
 _INSTANT = pl.Datetime("us", "UTC")
 # The columns the database rows are read with, as Polars types.
@@ -273,9 +276,10 @@ class _ContinuedRead:
         return rows.height > limit or stores.row(0) != stores.row(-1)
 
     def read_ahead(self, limit: int) -> None:
-        """Read the next frame in the background when fewer rows than a page are left: the database and the driver
-        work while the page just cut is sent and the next one asked for."""
-        if not self._read_all and self._ahead is None and (self._rows is None or self._rows.height <= limit):
+        """Read the next frame in the background when few pages of rows are left: the database and the driver work
+        while the page just cut is sent and the next one asked for."""
+        held = self._rows.height if self._rows is not None else 0
+        if not self._read_all and self._ahead is None and held <= _READ_AHEAD_PAGES * limit:
             self._ahead = _READ_AHEAD.submit(next, self._frames, None)
 
     def _next_frame(self) -> pl.DataFrame | None:
