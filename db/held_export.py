@@ -212,11 +212,16 @@ def _arrow_page(engine: sa.Engine, query: sa.Executable | str, key_type: type[Ke
 def _page(fetched: pl.DataFrame, key_type: type[KeyT], limit: int, dataset: "_Dataset") -> ArrowPage:
     """The page of rows in key order after the key: those of the first store, up to the limit, and the key to read
     the next page after when any fetched row is left."""
+    length, following = _cut(fetched, key_type, limit)
+    return ArrowPage(_table(dataset.shape(fetched.head(length)), dataset.schema), following)
+
+
+def _cut(rows: pl.DataFrame, key_type: type[KeyT], limit: int) -> tuple[int, KeyT | None]:
+    """How many of the rows (in key order after the key; at least the key's columns) make the page, and the key to
+    read the next page after when any row is left."""
     names = key_names(key_type)
-    length = page_length(limit, _first_store_rows(fetched, names[:-1]))
-    page = fetched.head(length)
-    following = key_type(**page.select(names).row(length - 1, named=True)) if fetched.height > length else None
-    return ArrowPage(_table(dataset.shape(page), dataset.schema), following)
+    length = page_length(limit, _first_store_rows(rows, names[:-1]))
+    return length, key_type(**rows.select(names).row(length - 1, named=True)) if rows.height > length else None
 
 
 def _continued_page(engine: sa.Engine, listing: tuple[object, ...], after: KeyT, limit: int, dataset: "_Dataset",
@@ -228,13 +233,14 @@ def _continued_page(engine: sa.Engine, listing: tuple[object, ...], after: KeyT,
     if (taken := reads.take((listing, after))) is not None:
         read, opened = taken
         try:
-            page = read.page(type(after), limit, dataset)
+            page = read.page(type(after), limit)
         except Exception:
             read.close()  # a parked read that failed (its connection lost, say): read afresh
     if page is None:
-        read, opened = _ContinuedRead(_postgresql_frames(engine, rest(), dataset.columns)), time.monotonic()
+        frames = _postgresql_frames(engine, rest(), dataset.columns)
+        read, opened = _ContinuedRead(_shaped(frames, type(after), dataset), dataset), time.monotonic()
         try:
-            page = read.page(type(after), limit, dataset)
+            page = read.page(type(after), limit)
         except BaseException:
             read.close()
             raise
@@ -246,43 +252,59 @@ def _continued_page(engine: sa.Engine, listing: tuple[object, ...], after: KeyT,
     return page
 
 
+def _shaped(frames: Generator[pl.DataFrame, None, None], key_type: type[KeyT],
+            dataset: "_Dataset") -> Generator[tuple[pl.DataFrame, pa.Table], None, None]:
+    """Each frame's key columns, and its rows in the dataset's schema: shaped as they are read (ahead, off the
+    request), a page is then a slice of them."""
+    names = key_names(key_type)
+    with closing(frames):
+        for frame in frames:
+            yield frame.select(names), _table(dataset.shape(frame), dataset.schema)
+
+
 class _ContinuedRead:
     """The rest of a list in key order as it is read, frame by frame, cut into pages as db.held cuts them."""
 
-    def __init__(self, frames: Generator[pl.DataFrame, None, None]) -> None:
+    def __init__(self, frames: Generator[tuple[pl.DataFrame, pa.Table], None, None], dataset: "_Dataset") -> None:
         self._frames = frames
-        self._rows: pl.DataFrame | None = None  # read and not yet paged
+        # The rows read and not yet paged: their key columns, and as the contract's table.
+        self._keys: pl.DataFrame | None = None
+        self._table = _table(dataset.shape(pl.DataFrame(schema=dataset.columns)), dataset.schema)
         self._read_all = False
-        self._ahead: Future[pl.DataFrame | None] | None = None  # the next frame, being read
+        self._ahead: Future[tuple[pl.DataFrame, pa.Table] | None] | None = None  # the next frame, being read
 
-    def page(self, key_type: type[KeyT], limit: int, dataset: "_Dataset") -> ArrowPage:
+    def page(self, key_type: type[KeyT], limit: int) -> ArrowPage:
         store = key_names(key_type)[:-1]
         while not self._read_all and not self._page_is_cut(store, limit):
             if (frame := self._next_frame()) is None:
                 self._read_all = True
             else:
-                self._rows = frame if self._rows is None else pl.concat([self._rows, frame])
-        rows = self._rows if self._rows is not None else pl.DataFrame(schema=dataset.columns)
-        page = _page(rows, key_type, limit, dataset)
-        self._rows = rows.slice(page.table.num_rows)
+                keys, table = frame
+                self._keys = keys if self._keys is None else pl.concat([self._keys, keys])
+                self._table = pa.concat_tables([self._table, table])
+        if self._keys is None:
+            return ArrowPage(self._table, None)
+        length, following = _cut(self._keys, key_type, limit)
+        page = ArrowPage(self._table.slice(0, length), following)
+        self._keys, self._table = self._keys.slice(length), self._table.slice(length)
         return page
 
     def _page_is_cut(self, store: list[str], limit: int) -> bool:
         """Whether a row after the page is at hand: one beyond the limit, or one of a later store."""
-        rows = self._rows
-        if rows is None or rows.height == 0:
+        keys = self._keys
+        if keys is None or keys.height == 0:
             return False
-        stores = rows.select(store)
-        return rows.height > limit or stores.row(0) != stores.row(-1)
+        stores = keys.select(store)
+        return keys.height > limit or stores.row(0) != stores.row(-1)
 
     def read_ahead(self, limit: int) -> None:
         """Read the next frame in the background when few pages of rows are left: the database and the driver work
         while the page just cut is sent and the next one asked for."""
-        held = self._rows.height if self._rows is not None else 0
+        held = self._keys.height if self._keys is not None else 0
         if not self._read_all and self._ahead is None and held <= _READ_AHEAD_PAGES * limit:
             self._ahead = _READ_AHEAD.submit(next, self._frames, None)
 
-    def _next_frame(self) -> pl.DataFrame | None:
+    def _next_frame(self) -> tuple[pl.DataFrame, pa.Table] | None:
         if (ahead := self._ahead) is None:
             return next(self._frames, None)
         self._ahead = None
