@@ -20,6 +20,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from db.continued_reads import CAPACITY as PARKED_READS_CAPACITY
+
 _DIALECT = postgresql.psycopg.dialect(paramstyle="numeric_dollar")
 # Templates are compiled with numbered placeholders and no casts (psycopg's dialect writes `$1::VARCHAR`); a
 # parameter used twice keeps its number.
@@ -46,8 +48,9 @@ def _pool(engine: sa.Engine) -> sa.pool.QueuePool:
             import adbc_driver_postgresql.dbapi as adbc_dbapi
 
             uri = _uri(engine)
-            pool = sa.pool.QueuePool(lambda: adbc_dbapi.connect(uri), pool_size=_POOL_SIZE, max_overflow=_POOL_SIZE,
-                                     reset_on_return="rollback")
+            # Reads parked between pages hold a connection each (db.continued_reads): room for them beyond the rest.
+            pool = sa.pool.QueuePool(lambda: adbc_dbapi.connect(uri), pool_size=_POOL_SIZE,
+                                     max_overflow=_POOL_SIZE + PARKED_READS_CAPACITY, reset_on_return="rollback")
             _pools[engine] = pool
             sa.event.listen(engine, "engine_disposed", lambda _engine: pool.dispose())
     return pool

@@ -118,3 +118,9 @@ def parked_reads(engine: sa.Engine) -> ParkedReads:
                                                     capacity=CAPACITY)
             sa.event.listen(engine, "engine_disposed", lambda _engine: reads.close_all(), insert=True)
     return reads
+
+
+def parked_count(engine: sa.Engine) -> int:
+    """How many reads the engine has parked now (none before its first)."""
+    reads = _registry.get(engine)
+    return len(reads) if reads is not None else 0

@@ -1,5 +1,5 @@
 """What /metrics tells Prometheus, with prometheus_client: requests, the pipeline's and the order processor's
-queues, event delivery per eCom store, and the process.
+queues, event delivery per eCom store, the reads parked between pages, and the process.
 
 Each app has a registry of its own (tests run several apps in one process). Requests are observed as they are
 answered, labelled by route template, method and status, so the number of series stays bounded whatever paths
@@ -21,6 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from db.batches import oldest_unfinished
+from db.continued_reads import parked_count
 from db.event_operations import delivery_counts
 from db.ids import utc_now
 from db.order_processing import received_backlog
@@ -92,6 +93,18 @@ class DatabaseFigures(Collector):
         yield oldest
 
 
+class ProcessFigures(Collector):
+    """What this process holds for later requests, read when Prometheus scrapes."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("pia_parked_reads", "Reads of held forecasts this process keeps open between pages "
+                                                    "for the next page's request (at most 4, each for 5 s idle).",
+                                value=parked_count(self._engine))
+
+
 class ServerMetrics:
     """The registry of one app: its request histogram, the database figures, the batch timings of an in-process
     pipeline and the process collectors."""
@@ -106,6 +119,7 @@ class ServerMetrics:
         # 3 µs a request). Bounded as the series are: routes are templates, methods a fixed set.
         self._request_series: dict[tuple[str | None, str, int], Histogram] = {}
         self.registry.register(DatabaseFigures(engine))
+        self.registry.register(ProcessFigures(engine))
         add_process_collectors(self.registry)
         # Observed by the pipeline when it runs in this process (the embedded default).
         self.batch_timings = BatchTimings(self.registry)

@@ -20,6 +20,7 @@ from db.held_export import sales_forecast_arrow_page
 from db.ids import new_id
 from db.schema import sales_forecasts
 from db.tenants import create_tenant
+from serving.metrics import ServerMetrics
 from settings import Settings
 from tests.conftest import wait_for
 from tests.test_held_reads import TODAY, forecast_row
@@ -249,9 +250,18 @@ def start_paging(engine: sa.Engine, tenant_id: str) -> ForecastKey:
 
 
 def test_an_abandoned_read_gives_its_connection_back(pg_engine: sa.Engine, big_tenant: str) -> None:
+    """…and /metrics tells how many reads are parked, while they are."""
+    metrics = ServerMetrics(pg_engine)
     start_paging(pg_engine, big_tenant)
+    assert metric_value(metrics, "pia_parked_reads") == 1
     wait_for(lambda: copies_running(pg_engine) == 0, 10, "the abandoned read's COPY to end")
-    assert len(parked_reads(pg_engine)) == 0
+    assert len(parked_reads(pg_engine)) == 0 and metric_value(metrics, "pia_parked_reads") == 0
+
+
+def metric_value(metrics: ServerMetrics, name: str) -> float:
+    value = metrics.registry.get_sample_value(name)
+    assert value is not None, f"{name} is not exposed"
+    return value
 
 
 def test_disposing_the_engine_closes_its_parked_reads(pg_engine: sa.Engine, settings: Settings,
