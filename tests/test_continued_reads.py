@@ -3,6 +3,7 @@ from one open read: the same pages as fresh reads under any order of requests, t
 connections given back when a read is abandoned, disposed or broken."""
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -285,3 +286,13 @@ def test_a_parked_read_whose_connection_died_is_read_afresh(pg_engine: sa.Engine
     assert killed == [True]
     rows, after = page(pg_engine, big_tenant, after, BIG)  # more rows than the read had taken in
     assert rows == [sku(number) for number in range(3, BIG + 1)] and after is None
+
+
+def test_requests_racing_for_one_cursor_each_get_its_page(pg_engine: sa.Engine, big_tenant: str) -> None:
+    """Several requests bring the same cursor at once (retries, a client's threads): one takes the parked read, the
+    others read afresh, and every one answers the page of that key."""
+    after = start_paging(pg_engine, big_tenant)
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        answers = list(pool.map(lambda _: page(pg_engine, big_tenant, after, 3), range(6)))
+    assert answers == [([sku(3), sku(4), sku(5)], ForecastKey(*sku(5)))] * 6
+    assert len(parked_reads(pg_engine)) <= continued_reads.CAPACITY
