@@ -233,14 +233,14 @@ def _continued_page(engine: sa.Engine, listing: tuple[object, ...], after: KeyT,
     if (taken := reads.take((listing, after))) is not None:
         read, opened = taken
         try:
-            page = read.page(type(after), limit)
+            page = read.page(limit)
         except Exception:
             read.close()  # a parked read that failed (its connection lost, say): read afresh
     if page is None:
-        frames = _postgresql_frames(engine, rest(), dataset.columns)
-        read, opened = _ContinuedRead(_shaped(frames, type(after), dataset), dataset), time.monotonic()
+        read = _ContinuedRead(_postgresql_frames(engine, rest(), dataset.columns), type(after), dataset)
+        opened = time.monotonic()
         try:
-            page = read.page(type(after), limit)
+            page = read.page(limit)
         except BaseException:
             read.close()
             raise
@@ -252,56 +252,53 @@ def _continued_page(engine: sa.Engine, listing: tuple[object, ...], after: KeyT,
     return page
 
 
-def _shaped(frames: Generator[pl.DataFrame, None, None], key_type: type[KeyT],
+def _shaped(frames: Generator[pl.DataFrame, None, None], key_columns: list[str],
             dataset: "_Dataset") -> Generator[tuple[pl.DataFrame, pa.Table], None, None]:
     """Each frame's key columns, and its rows in the dataset's schema: shaped as they are read (ahead, off the
     request), a page is then a slice of them."""
-    names = key_names(key_type)
     with closing(frames):
         for frame in frames:
-            yield frame.select(names), _table(dataset.shape(frame), dataset.schema)
+            yield frame.select(key_columns), _table(dataset.shape(frame), dataset.schema)
 
 
 class _ContinuedRead:
     """The rest of a list in key order as it is read, frame by frame, cut into pages as db.held cuts them."""
 
-    def __init__(self, frames: Generator[tuple[pl.DataFrame, pa.Table], None, None], dataset: "_Dataset") -> None:
-        self._frames = frames
-        # The rows read and not yet paged: their key columns, and as the contract's table.
-        self._keys: pl.DataFrame | None = None
+    def __init__(self, frames: Generator[pl.DataFrame, None, None], key_type: type[PageKey],
+                 dataset: "_Dataset") -> None:
+        names = key_names(key_type)
+        self._key_type, self._store = key_type, names[:-1]
+        self._frames = _shaped(frames, names, dataset)
+        # The rows read and not yet paged, in step: their key columns, and as the contract's table.
+        self._keys = pl.DataFrame(schema={name: dataset.columns[name] for name in names})
         self._table = _table(dataset.shape(pl.DataFrame(schema=dataset.columns)), dataset.schema)
         self._read_all = False
         self._ahead: Future[tuple[pl.DataFrame, pa.Table] | None] | None = None  # the next frame, being read
 
-    def page(self, key_type: type[KeyT], limit: int) -> ArrowPage:
-        store = key_names(key_type)[:-1]
-        while not self._read_all and not self._page_is_cut(store, limit):
+    def page(self, limit: int) -> ArrowPage:
+        while not self._read_all and not self._page_is_cut(limit):
             if (frame := self._next_frame()) is None:
                 self._read_all = True
             else:
                 keys, table = frame
-                self._keys = keys if self._keys is None else pl.concat([self._keys, keys])
+                self._keys = pl.concat([self._keys, keys])
                 self._table = pa.concat_tables([self._table, table])
-        if self._keys is None:
-            return ArrowPage(self._table, None)
-        length, following = _cut(self._keys, key_type, limit)
+        length, following = _cut(self._keys, self._key_type, limit)
         page = ArrowPage(self._table.slice(0, length), following)
         self._keys, self._table = self._keys.slice(length), self._table.slice(length)
         return page
 
-    def _page_is_cut(self, store: list[str], limit: int) -> bool:
+    def _page_is_cut(self, limit: int) -> bool:
         """Whether a row after the page is at hand: one beyond the limit, or one of a later store."""
-        keys = self._keys
-        if keys is None or keys.height == 0:
+        if self._keys.height == 0:
             return False
-        stores = keys.select(store)
-        return keys.height > limit or stores.row(0) != stores.row(-1)
+        stores = self._keys.select(self._store)
+        return self._keys.height > limit or stores.row(0) != stores.row(-1)
 
     def read_ahead(self, limit: int) -> None:
         """Read the next frame in the background when few pages of rows are left: the database and the driver work
         while the page just cut is sent and the next one asked for."""
-        held = self._keys.height if self._keys is not None else 0
-        if not self._read_all and self._ahead is None and held <= _READ_AHEAD_PAGES * limit:
+        if not self._read_all and self._ahead is None and self._keys.height <= _READ_AHEAD_PAGES * limit:
             self._ahead = _READ_AHEAD.submit(next, self._frames, None)
 
     def _next_frame(self) -> tuple[pl.DataFrame, pa.Table] | None:

@@ -21,7 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from db.batches import oldest_unfinished
-from db.continued_reads import parked_count
+from db.continued_reads import CAPACITY, IDLE_SECONDS, parked_count
 from db.event_operations import delivery_counts
 from db.ids import utc_now
 from db.order_processing import received_backlog
@@ -101,8 +101,8 @@ class ProcessFigures(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily("pia_parked_reads", "Reads of held forecasts this process keeps open between pages "
-                                                    "for the next page's request (at most 4, each for 5 s idle).",
-                                value=parked_count(self._engine))
+                                                    f"for the next page's request (at most {CAPACITY}, each for "
+                                                    f"{IDLE_SECONDS:g} s idle).", value=parked_count(self._engine))
 
 
 class ServerMetrics:
