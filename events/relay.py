@@ -2,8 +2,8 @@
 
 A round claims up to relay.batch_size rows in event_id order and sets their published_time in the same statement
 (one pass over the rows, not a read and a write), sends each as the record the bridge reads (key
-`ecomStoreId:entityId`, headers subject/tenantId/ecomStoreId, value the event message), waits for every
-acknowledgement (acks="all") and only then commits. A failed send rolls the round back: its rows stay unpublished
+`ecomStoreId:entityId`, headers subject/tenantId/ecomStoreId, value the event message), a partition's records in
+record batches filled here, waits for every acknowledgement (acks="all") and only then commits. A failed send rolls the round back: its rows stay unpublished
 and go again next round, so a row reaches Kafka at least once, possibly twice.
 
 On PostgreSQL several relays (one per `pia worker`) share the outbox: each claims rows with FOR UPDATE SKIP
@@ -18,11 +18,14 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections import defaultdict
+from typing import Any
 
 import psycopg
 import sqlalchemy as sa
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from aiokafka.producer.message_accumulator import BatchBuilder
 
 from contracts.event_message import OutgoingEvent
 from db.engine import is_duckdb, quiet_commit
@@ -70,11 +73,16 @@ def _claim(engine: sa.Engine, batch_size: int) -> sa.Update:
                .where(event_outbox.c.published_time.is_(None), event_outbox.c.delivered_time.is_(None),
                       event_outbox.c.dead_letter_time.is_(None))
                .order_by(event_outbox.c.event_id).limit(batch_size))
-    # Relays sharing PostgreSQL each take rows no other holds; DuckDB has one relay, in the process owning the file.
-    if not is_duckdb(engine):
-        pending = pending.with_for_update(skip_locked=True)
+    if is_duckdb(engine):  # one relay, in the process owning the file
+        claimed = event_outbox.c.event_id.in_(pending.scalar_subquery())
+    else:
+        # Relays sharing PostgreSQL each take rows no other holds. The ids come as one array (an InitPlan), and the
+        # rows are found by their primary key: as `IN (subquery)` PostgreSQL hash-joined the ids to a scan of the
+        # whole outbox, a round's cost growing with the table (a round of 2,000 of 100,000 rows: 34-38 against 20 ms).
+        claimed = event_outbox.c.event_id == sa.any_(sa.func.array(pending.with_for_update(skip_locked=True)
+                                                                   .scalar_subquery()))
     return across_tenants(
-        event_outbox.update().where(event_outbox.c.event_id.in_(pending.scalar_subquery()))
+        event_outbox.update().where(claimed)
         .values(published_time=utc_now())
         .returning(event_outbox.c.event_id, event_outbox.c.tenant_id, event_outbox.c.ecom_store_id,
                    event_outbox.c.subject, event_outbox.c.entity_id, event_outbox.c.datetime, event_outbox.c.metadata),
@@ -90,19 +98,41 @@ async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, setting
         if not rows:
             quiet_commit(conn)  # its update changed nothing: no work for the idle polls (db.polls), its own included
             return 0
-        # Sends issued one after another, in event_id order: aiokafka keeps that order within a partition, and
-        # one key always goes to one partition, so each eCom store and entity keeps its order. The partitions are
-        # the default partitioner's, computed for the whole round at once (events.partitions).
+        # Each partition's records in event_id order: one key always goes to one partition, so each eCom store and
+        # entity keeps its order. The partitions are the default partitioner's, computed for the whole round at once
+        # (events.partitions).
         records = [kafka_record(row) for row in rows]
         topic_partitions = sorted(await producer.partitions_for(settings.kafka.topic))
-        placed = partitions_of([key for key, _, _ in records], topic_partitions)
-        acknowledgements = [await producer.send(settings.kafka.topic, value, key=key, partition=partition,
-                                                headers=headers)
-                            for (key, value, headers), partition in zip(records, placed, strict=True)]
-        outcomes = await asyncio.gather(*acknowledgements, return_exceptions=True)
+        by_partition: dict[int, list[Record]] = defaultdict(list)
+        for record, partition in zip(records, partitions_of([key for key, _, _ in records], topic_partitions),
+                                     strict=True):
+            by_partition[partition].append(record)
+        outcomes = await asyncio.gather(*(_send_in_batches(producer, settings.kafka.topic, partition, in_order)
+                                          for partition, in_order in by_partition.items()), return_exceptions=True)
         if failure := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None):
             raise failure  # the round's transaction rolls back: its rows are unpublished again
     return len(rows)
+
+
+async def _send_in_batches(producer: AIOKafkaProducer, topic: str, partition: int, records: list[Record]) -> None:
+    """A partition's records, in order, as record batches of the producer's batch size, filled here; returns once
+    the broker acknowledged them all. A future per batch instead of one per record (as `send` makes): the relay's
+    CPU per event fell by 40 % (benchmarks.event_delivery). aiokafka queues one partition's batches in the order
+    given."""
+    acknowledgements = []
+    batch = producer.create_batch()
+    for key, value, headers in records:
+        # The first record always fits in an empty batch (aiokafka's builder takes it whatever its size).
+        while batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+            acknowledgements.append(await _submit(producer, batch, topic, partition))
+            batch = producer.create_batch()
+    acknowledgements.append(await _submit(producer, batch, topic, partition))
+    await asyncio.gather(*acknowledgements)
+
+
+async def _submit(producer: AIOKafkaProducer, batch: BatchBuilder, topic: str, partition: int) -> asyncio.Future[Any]:
+    batch.close()  # complete: nothing else appends to it
+    return await producer.send_batch(batch, topic, partition=partition)
 
 
 def run_relay(settings: Settings, engine: sa.Engine, stop: threading.Event, retry: RetryPolicy = RELAY_RETRY,

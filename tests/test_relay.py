@@ -225,6 +225,44 @@ def test_each_key_keeps_its_order(relayed: tuple[Settings, sa.Engine], kafka: Ka
         assert len(sent) == 5
 
 
+class CountedBatches(AIOKafkaProducer):
+    """A real producer that counts the record batches submitted to it, per partition."""
+
+    def __init__(self, **config: object) -> None:
+        super().__init__(**config)
+        self.batches: dict[int, int] = {}
+
+    async def send_batch(self, batch, topic, *, partition):  # type: ignore[no-untyped-def]  # aiokafka's own signature
+        self.batches[partition] = self.batches.get(partition, 0) + 1
+        return await super().send_batch(batch, topic, partition=partition)
+
+
+def test_a_round_larger_than_a_record_batch_keeps_each_keys_order(relayed: tuple[Settings, sa.Engine],
+                                                                  kafka: KafkaBroker, tenant_id: str) -> None:  # noqa: F811
+    """The relay fills record batches itself (a future per batch, not per record): a round whose partitions each
+    take several batches still sends every row once, and each key's rows in event_id order across the batches."""
+    settings, engine = relayed
+    settings = settings.with_changes(relay={"batch_size": 1200})
+    store, entities = new_id(), [new_id() for _ in range(6)]
+    for _ in range(100):  # 600 rows of six keys, in one round
+        write(engine, tenant_id, [(store, entity) for entity in entities])
+    producers: list[CountedBatches] = []
+
+    def counted() -> CountedBatches:
+        producers.append(CountedBatches(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all",
+                                        enable_idempotence=False, request_timeout_ms=KAFKA_TIMEOUT_MS))
+        return producers[0]
+
+    assert asyncio.run(publish_everything(engine, settings, counted)) == [600, 0]
+    assert producers[0].batches and all(batches >= 2 for batches in producers[0].batches.values())
+    records = everything_in(kafka, settings.kafka.topic)
+    assert sorted(event_ids(records)) == [row.event_id for row in outbox(engine, tenant_id)]  # each once
+    for entity in entities:
+        key = f"{store}:{entity}".encode()
+        sent = [event_id for event_id, record in zip(event_ids(records), records, strict=True) if record.key == key]
+        assert len(sent) == 100 and sent == sorted(sent)
+
+
 def test_events_of_a_rolled_back_change_never_reach_kafka(relayed: tuple[Settings, sa.Engine],
                                                           kafka: KafkaBroker, tenant_id: str,  # noqa: F811
                                                           relays: list[RunningRelay]) -> None:
