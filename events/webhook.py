@@ -2,10 +2,11 @@
 
 Each POST carries SPEC.md's event message as its body, unchanged, and the headers `webhook-id` (the eventId, so
 consumers deduplicate on it), `webhook-timestamp` (when this attempt was signed, Unix seconds), `webhook-signature`
-(from the `standardwebhooks` package), `content-type: application/json` and `webhook-subject` (the event kind).
-Standard Webhooks suggests the kind go in the body as `type`; SPEC.md fixes the body, so the kind travels beside
-it, as it does in Service Bus's `subject` property. The signature covers the id, the timestamp and the body, not
-that header; over HTTPS nothing alters it in flight, and every kind's consumer action reads the entity anyway.
+(Standard Webhooks' `v1` HMAC-SHA256, as the `standardwebhooks` package signs), `content-type: application/json`
+and `webhook-subject` (the event kind). Standard Webhooks suggests the kind go in the body as `type`; SPEC.md fixes
+the body, so the kind travels beside it, as it does in Service Bus's `subject` property. The signature covers the
+id, the timestamp and the body, not that header; over HTTPS nothing alters it in flight, and every kind's consumer
+action reads the entity anyway.
 
 Signing key: a secret of the Standard Webhooks form `whsec_<base64>` is the key it encodes, as consumers'
 Standard Webhooks libraries read it; any other secret is the key as its UTF-8 bytes (the libraries' "raw" key).
@@ -18,11 +19,12 @@ Failures name the receiver's host, never its full URL (a query string may hold a
 
 import base64
 import binascii
+import hashlib
+import hmac
+import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import aiohttp
-from standardwebhooks import Webhook
 from yarl import URL
 
 from contracts.event_message import OutgoingEvent
@@ -55,7 +57,9 @@ class WebhookDestination:
     def __init__(self, settings: DestinationSettings, *, timeout: float = 10.0) -> None:
         self._url = URL(settings.endpoint)
         self._host = self._url.host
-        self._webhook = Webhook(signing_key(settings.secret))
+        # The key's HMAC set up once and copied for each signature: `standardwebhooks.Webhook.sign` sets it up on
+        # every call, and took twice the CPU (4.2 against 1.9 µs an event, in the bridge's bound).
+        self._keyed = hmac.new(signing_key(settings.secret), digestmod=hashlib.sha256)
         # The timeout bounds each POST whole (waiting for a pooled connection, connecting, sending, the answer), so
         # a receiver that stops answering fails the delivery instead of holding the eCom store's lane.
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -80,10 +84,10 @@ class WebhookDestination:
 
     async def _post(self, event: OutgoingEvent) -> None:
         body = event.body()
-        signed_at = datetime.now(UTC)
+        signed_at = str(int(time.time()))
         headers = {"content-type": "application/json", "webhook-id": event.event_id,
-                   "webhook-timestamp": str(int(signed_at.timestamp())), "webhook-subject": event.subject,
-                   "webhook-signature": self._webhook.sign(event.event_id, signed_at, body.decode())}
+                   "webhook-timestamp": signed_at, "webhook-subject": event.subject,
+                   "webhook-signature": self.signature(event.event_id, signed_at, body)}
         try:
             try:
                 status, reason = await self._send(body, headers)
@@ -103,6 +107,12 @@ class WebhookDestination:
         if status in _CREDENTIALS_REFUSED:
             raise DeliveryFailed(message, transient=False, credentials=True, answer=str(status))
         raise DeliveryFailed(message, transient=status in _TRY_AGAIN or status >= 500, answer=str(status))
+
+    def signature(self, message_id: str, timestamp: str, body: bytes) -> str:
+        """Standard Webhooks' signature of a message: `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body`."""
+        keyed = self._keyed.copy()
+        keyed.update(f"{message_id}.{timestamp}.".encode() + body)
+        return "v1," + base64.b64encode(keyed.digest()).decode()
 
     async def _send(self, body: bytes, headers: dict[str, str]) -> tuple[int, str | None]:
         async with self._client().post(self._url, data=body, headers=headers, allow_redirects=False) as response:

@@ -9,6 +9,9 @@ from datetime import UTC, datetime
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from standardwebhooks import Webhook
 
 from contracts import events as subjects
 from contracts.event_message import OutgoingEvent
@@ -99,6 +102,20 @@ async def test_a_standard_whsec_secret_signs_with_the_key_it_encodes() -> None:
 ])
 def test_signing_key(secret: str, key: bytes) -> None:
     assert signing_key(secret) == key
+
+
+STANDARD_SECRETS = st.binary(min_size=1).map(lambda key: "whsec_" + base64.b64encode(key).decode())
+
+
+@given(secret=st.one_of(st.text(min_size=1), STANDARD_SECRETS), message_id=st.text(),
+       timestamp=st.integers(min_value=0, max_value=2**37), body=st.text())  # to the year 6325
+def test_the_signature_is_the_one_standardwebhooks_makes(secret: str, message_id: str, timestamp: int,
+                                                         body: str) -> None:
+    """The destination signs with its key set up once (cheaper than the library's call per event); whatever the
+    secret, id, time and body, the header is the one `standardwebhooks.Webhook.sign` gives for the same key."""
+    expected = Webhook(signing_key(secret)).sign(message_id, datetime.fromtimestamp(timestamp, UTC), body)
+    sender = webhook("http://127.0.0.1:9/hooks", secret)
+    assert sender.signature(message_id, str(timestamp), body.encode()) == expected
 
 
 async def test_a_receiver_holding_another_secret_refuses_it_as_credentials(receiver: WebhookReceiver) -> None:
