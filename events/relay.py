@@ -128,9 +128,8 @@ async def publish_pending(engine: sa.Engine, producer: AIOKafkaProducer, setting
 
 async def _send_in_batches(producer: AIOKafkaProducer, topic: str, partition: int, records: list[Record]) -> None:
     """A partition's records, in order, as record batches of the producer's batch size, filled here; returns once
-    the broker acknowledged them all. A future per batch instead of one per record (as `send` makes): the relay's
-    CPU per event fell by 40 % (benchmarks.event_delivery). aiokafka queues one partition's batches in the order
-    given."""
+    the broker acknowledged them all. A future per batch instead of one per record (as `send` makes): one relay's
+    CPU per event 30 -> 18 us (README "Events"). aiokafka queues one partition's batches in the order given."""
     acknowledgements = []
     batch = producer.create_batch()
     for key, value, headers in records:
