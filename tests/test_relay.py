@@ -247,15 +247,16 @@ def test_a_round_larger_than_a_record_batch_keeps_each_keys_order(relayed: tuple
     store, entities = new_id(), [new_id() for _ in range(6)]
     for _ in range(100):  # 600 rows of six keys, in one round
         write(engine, tenant_id, [(store, entity) for entity in entities])
-    producers: list[CountedBatches] = []
+    made: list[CountedBatches] = []  # the producer is made in publish_everything's loop, as aiokafka wants
 
     def counted() -> CountedBatches:
-        producers.append(CountedBatches(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all",
-                                        enable_idempotence=False, request_timeout_ms=KAFKA_TIMEOUT_MS))
-        return producers[0]
+        made.append(CountedBatches(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all",
+                                   enable_idempotence=False, request_timeout_ms=KAFKA_TIMEOUT_MS))
+        return made[-1]
 
     assert asyncio.run(publish_everything(engine, settings, counted)) == [600, 0]
-    assert producers[0].batches and all(batches >= 2 for batches in producers[0].batches.values())
+    [producer] = made
+    assert producer.batches and all(batches >= 2 for batches in producer.batches.values())
     records = everything_in(kafka, settings.kafka.topic)
     assert sorted(event_ids(records)) == [row.event_id for row in outbox(engine, tenant_id)]  # each once
     for entity in entities:
