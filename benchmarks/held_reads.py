@@ -8,8 +8,12 @@ The forecasts (200 stores × 5,000 SKUs, 28 days each) are written in bulk (Arro
 through db/bulk.py), not through the API. The server is `pia` in a process of its own (as
 benchmarks/request_overhead.py starts it); one client reads everything, page after page with `limit=5000`,
 decoding each answer as a client would (JSON into dicts, Arrow into a table), or the export as one stream.
+The client is the standard library's `http.client` on one kept-alive connection: it reads a body of known length
+in one call, where httpx (pia-client's transport) parses it 64 KB at a time through h11 and spent 1.3–1.6 s of CPU
+per 1M Arrow rows (2.5 MB a page) against 0.2 s, on the same two cores as the server and the database. Arrow pages
+are also read through httpx once more, as pia-client would, and printed, not judged.
 Each reader reads everything once to warm up, then `--rounds` times (3); printed for the median round: rows/s, CPU
-seconds of the server and of the client per million rows, and the ratio to JSON pages
+seconds of the server, of PostgreSQL and of the client per million rows, and the ratio to JSON pages
 (target of issue 10: Arrow at least 10× faster than JSON). The floor, measured in the same run once the server has
 stopped: the same rows fetched as one Arrow table straight from the database (PostgreSQL: ADBC's
 `fetch_arrow_table`; DuckDB: its own Arrow result), best of 3; Arrow pages are reported as a share of it (goal of
@@ -17,19 +21,23 @@ issue 19: at least 70 %).
 """
 
 import argparse
+import http.client
 import os
 import signal
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
+import orjson
 import pyarrow as pa
 import sqlalchemy as sa
 
 from benchmarks.databases import backend_database
-from benchmarks.measure import load, process_cpu
+from benchmarks.measure import database_backends_cpu, database_cpu_since, load, process_cpu
 from benchmarks.request_overhead import UNREACHABLE_RATE_LIMIT, _start
 from contracts.held_datasets import ARROW_STREAM, NEXT_CURSOR_HEADER
 from db.adbc import adbc_connection
@@ -48,6 +56,7 @@ from settings import Settings
 STORES, SKUS_PER_STORE, DAYS = 200, 5_000, 28
 PAGE = 5_000
 PAGES_GOAL = 0.70  # Arrow pages' rows/s as a share of the floor's
+JSON_PAGES, ARROW_PAGES = f"JSON pages (limit {PAGE})", f"Arrow pages (limit {PAGE})"
 
 
 def seed(settings: Settings, stores: int) -> tuple[str, str, str]:
@@ -81,28 +90,60 @@ def seed(settings: Settings, stores: int) -> tuple[str, str, str]:
     return tenant_id, client_id, secret
 
 
-def json_pages(http: httpx.Client, url: str) -> int:
+class LeanClient:
+    """GET over one kept-alive `http.client` connection, each body read whole: what a bulk reader spends on HTTP,
+    and little else, so that the machine's two cores go to the server and the database being measured."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self._connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        self._authorization = f"Bearer {token}"
+
+    def get(self, path: str, params: dict[str, str | int] | None = None,
+            accept: str = "application/json") -> tuple[bytes, http.client.HTTPResponse]:
+        target = f"{path}?{urlencode(params)}" if params else path
+        self._connection.request("GET", target, headers={"Authorization": self._authorization, "Accept": accept})
+        response = self._connection.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"GET {target}: {response.status} {body[:300]!r}")
+        return body, response
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def json_pages(http: LeanClient, url: str) -> int:
     rows, cursor = 0, None
     while True:
-        body = http.get(url, params={"limit": PAGE, **({"cursor": cursor} if cursor else {})}).json()
+        body = orjson.loads(http.get(url, {"limit": PAGE, **({"cursor": cursor} if cursor else {})})[0])
         rows += len(body["items"])
         if (cursor := body["nextCursor"]) is None:
             return rows
 
 
-def arrow_pages(http: httpx.Client, url: str) -> int:
+def arrow_pages(http: LeanClient, url: str) -> int:
+    rows, cursor = 0, None
+    while True:
+        body, response = http.get(url, {"limit": PAGE, **({"cursor": cursor} if cursor else {})}, ARROW_STREAM)
+        rows += pa.ipc.open_stream(body).read_all().num_rows
+        if (cursor := response.getheader(NEXT_CURSOR_HEADER)) is None:
+            return rows
+
+
+def arrow_export(http: LeanClient, url: str) -> int:
+    return pa.ipc.open_stream(http.get(f"{url}/export", accept=ARROW_STREAM)[0]).read_all().num_rows
+
+
+def arrow_pages_through_httpx(http: httpx.Client, url: str) -> int:
+    """Arrow pages as pia-client reads them (httpx), for comparison."""
     rows, cursor = 0, None
     while True:
         response = http.get(url, params={"limit": PAGE, **({"cursor": cursor} if cursor else {})},
                             headers={"Accept": ARROW_STREAM})
+        response.raise_for_status()
         rows += pa.ipc.open_stream(response.content).read_all().num_rows
         if (cursor := response.headers.get(NEXT_CURSOR_HEADER)) is None:
             return rows
-
-
-def arrow_export(http: httpx.Client, url: str) -> int:
-    with http.stream("GET", f"{url}/export", headers={"Accept": ARROW_STREAM}) as response:
-        return pa.ipc.open_stream(b"".join(response.iter_bytes())).read_all().num_rows
 
 
 def floor_rows_per_second(settings: Settings, tenant_id: str) -> float:
@@ -141,41 +182,49 @@ def run(backend: str, database_url: str, data_dir: Path, stores: int, json: bool
            "PIA_SECRET_KEY": secret_key}
     port = 19500 + os.getpid() % 400
     server = _start("pia", port, env)
-    readers: dict[str, Callable[[httpx.Client, str], int]] = {
-        "JSON pages (limit 5000)": json_pages, "Arrow pages (limit 5000)": arrow_pages,
-        "Arrow export (one stream)": arrow_export}
+    readers: dict[str, Callable[[LeanClient, str], int]] = {
+        JSON_PAGES: json_pages, ARROW_PAGES: arrow_pages, "Arrow export (one stream)": arrow_export}
     if not json:
-        del readers["JSON pages (limit 5000)"]
-    figures: dict[str, tuple[float, float, float]] = {}
+        del readers[JSON_PAGES]
+    figures: dict[str, tuple[float, float, float, float]] = {}
+    engine = create_engine(settings)  # to find the database's backends (PostgreSQL), whose CPU is counted
     try:
         base = f"http://127.0.0.1:{port}"
         token = httpx.post(f"{base}/oauth2/token", auth=(client_id, secret), data={
             "grant_type": "client_credentials", "tenant_id": tenant_id}).json()["access_token"]
         url = f"/v1/tenants/{tenant_id}/demand_planning/sales_forecasts"
-        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
-            for name, read in readers.items():
-                read(http, url)  # a first round warms the server up (its pools, Polars' and the allocator's memory)
+        lean = LeanClient(port, token)
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600) as through_httpx:
+            reads = [(name, partial(read, lean, url)) for name, read in readers.items()]
+            reads.append((f"{ARROW_PAGES}, httpx", partial(arrow_pages_through_httpx, through_httpx, url)))
+            for name, read in reads:
+                read()  # a first round warms the server up (its pools, Polars' and the allocator's memory)
                 measured = []
                 for _ in range(rounds):
+                    database_cpu = database_backends_cpu(engine)
                     server_cpu, client_cpu, wall = process_cpu(server.pid), time.process_time(), time.perf_counter()
-                    rows = read(http, url)
+                    rows = read()
                     measured.append((time.perf_counter() - wall, process_cpu(server.pid) - server_cpu,
-                                     time.process_time() - client_cpu))
+                                     database_cpu_since(engine, database_cpu), time.process_time() - client_cpu))
                     assert rows == expected, (name, rows)
                 figures[name] = sorted(measured)[len(measured) // 2]  # the median round by wall time
-                print(f"[{backend}]   {name:27} {rows / figures[name][0]:10,.0f} rows/s  "
-                      f"{figures[name][0]:6.1f} s  CPU per 1M rows: server {figures[name][1] * 1e6 / rows:5.1f} s, "
-                      f"client {figures[name][2] * 1e6 / rows:5.1f} s (median of {rounds}; all: "
-                      f"{', '.join(f'{rows / wall:,.0f}' for wall, _, _ in measured)} rows/s)", flush=True)
+                wall, server_seconds, database_seconds, client_seconds = figures[name]
+                print(f"[{backend}]   {name:34} {rows / wall:10,.0f} rows/s  {wall:6.1f} s  CPU per 1M rows: "
+                      f"server {server_seconds * 1e6 / rows:4.1f} s, database {database_seconds * 1e6 / rows:4.1f} s, "
+                      f"client {client_seconds * 1e6 / rows:4.1f} s (median of {rounds}; all: "
+                      f"{', '.join(f'{rows / wall:,.0f}' for wall, *_ in measured)} rows/s)", flush=True)
+        lean.close()
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
-    baseline = figures.get("JSON pages (limit 5000)")
-    for name, (wall, server_cpu, _) in list(figures.items())[1:] if baseline else ():
+        engine.dispose()
+    baseline = figures.get(JSON_PAGES)
+    for name in [name for name in readers if name != JSON_PAGES] if baseline else []:
+        wall, server_cpu, *_ = figures[name]
         print(f"[{backend}] {name}: {baseline[0] / wall:.1f}× faster than JSON pages by wall time "
               f"({baseline[1] / server_cpu:.1f}× less server CPU); target ≥ 10×")
     floor = floor_rows_per_second(settings, tenant_id)
-    pages = expected / figures["Arrow pages (limit 5000)"][0]
+    pages = expected / figures[ARROW_PAGES][0]
     export = expected / figures["Arrow export (one stream)"][0]
     print(f"[{backend}] floor: {floor:,.0f} rows/s (one Arrow table straight from the database, best of 3); "
           f"load average after the run {load():.1f}")
