@@ -9,7 +9,7 @@ through db/bulk.py), not through the API. The server is `pia` in a process of it
 benchmarks/request_overhead.py starts it); one client reads everything, page after page with `limit=5000`,
 decoding each answer as a client would (JSON into dicts, Arrow into a table), or the export as one stream.
 The client is the standard library's `http.client` on one kept-alive connection: it reads a body of known length
-in one call, where httpx (pia-client's transport) parses it 64 KB at a time through h11 and spent 1.3–1.6 s of CPU
+in one call, where httpx (pia-client's transport) parses it 64 KB at a time through h11 and spent 1.2–1.7 s of CPU
 per 1M Arrow rows (2.5 MB a page) against 0.2 s, on the same two cores as the server and the database. Arrow pages
 are also read through httpx once more, as pia-client would, and printed, not judged.
 Each reader reads everything once to warm up, then `--rounds` times (3); printed for the median round: rows/s, CPU
