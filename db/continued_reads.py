@@ -12,6 +12,7 @@ it is disposed. A request finding no read under its key reads afresh from the ke
 what changed meanwhile: a continued read sees the data as of its first statement (see the README's Decisions).
 """
 
+import math
 import threading
 import time
 import weakref
@@ -47,6 +48,7 @@ class ParkedReads:
         self._guard = threading.Lock()
         self._wake = threading.Condition(self._guard)
         self._reaper: threading.Thread | None = None
+        self._reaper_wakes = math.inf  # when the waiting reaper looks again by itself
 
     def take(self, key: Hashable) -> tuple[Closable, float] | None:
         """The read parked under the key and when it was opened (time.monotonic), no longer parked; None when
@@ -63,13 +65,16 @@ class ParkedReads:
         with self._guard:
             replaced = self._parked.pop(key, None)  # the same page read twice over
             dropped = [replaced.read] if replaced else []
-            self._parked[key] = _Parked(read, opened)
+            self._parked[key] = parked = _Parked(read, opened)
             while len(self._parked) > self._capacity:
                 dropped.append(self._parked.popitem(last=False)[1].read)
             if self._reaper is None:
                 self._reaper = threading.Thread(target=self._reap, name="parked-reads", daemon=True)
                 self._reaper.start()
-            self._wake.notify()
+            elif self._deadline(parked) < self._reaper_wakes:
+                # Woken only for a sooner deadline: a page parks its read for the next one, and waking the reaper
+                # for each cost a thread switch a page (and, when it found none parked meanwhile, a thread start).
+                self._wake.notify()
         for read in dropped:
             read.close()
 
@@ -83,8 +88,12 @@ class ParkedReads:
     def __len__(self) -> int:
         return len(self._parked)
 
+    def _deadline(self, parked: _Parked) -> float:
+        """When the parked read expires (time.monotonic)."""
+        return min(parked.parked + self._idle, parked.opened + self._max_age)
+
     def _expired(self, parked: _Parked, now: float) -> bool:
-        return now - parked.parked >= self._idle or now - parked.opened >= self._max_age
+        return now >= self._deadline(parked)
 
     def _reap(self) -> None:
         """Closes expired reads as they expire, so that an abandoned one holds its connection no longer than that;
@@ -98,9 +107,9 @@ class ParkedReads:
                     if not self._parked:
                         self._reaper = None
                         return
-                    soonest = min(min(parked.parked + self._idle, parked.opened + self._max_age)
-                                  for parked in self._parked.values())
-                    self._wake.wait(timeout=max(soonest - now, 0.01))
+                    self._reaper_wakes = min(self._deadline(parked) for parked in self._parked.values())
+                    self._wake.wait(timeout=max(self._reaper_wakes - now, 0.01))
+                    self._reaper_wakes = math.inf  # it looks at every read before it waits again
                     continue
             for read in dropped:
                 read.close()

@@ -23,6 +23,7 @@ from typing import Literal
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 from cachetools import LRUCache, cached
 from sqlalchemy.sql.cache_key import CacheKey
@@ -212,16 +213,18 @@ def _arrow_page(engine: sa.Engine, query: sa.Executable | str, key_type: type[Ke
 def _page(fetched: pl.DataFrame, key_type: type[KeyT], limit: int, dataset: "_Dataset") -> ArrowPage:
     """The page of rows in key order after the key: those of the first store, up to the limit, and the key to read
     the next page after when any fetched row is left."""
-    length, following = _cut(fetched, key_type, limit)
+    length, following = _cut(fetched.select(key_names(key_type)).to_arrow(), key_type, limit)
     return ArrowPage(_table(dataset.shape(fetched.head(length)), dataset.schema), following)
 
 
-def _cut(rows: pl.DataFrame, key_type: type[KeyT], limit: int) -> tuple[int, KeyT | None]:
-    """How many of the rows (in key order after the key; at least the key's columns) make the page, and the key to
-    read the next page after when any row is left."""
+def _cut(keys: pa.Table, key_type: type[KeyT], limit: int) -> tuple[int, KeyT | None]:
+    """How many of the rows (their key columns, in key order after the key) make the page, and the key to read the
+    next page after when any row is left. In Arrow: a page's few Polars calls on these columns cost about 1 ms."""
     names = key_names(key_type)
-    length = page_length(limit, _first_store_rows(rows, names[:-1]))
-    return length, key_type(**rows.select(names).row(length - 1, named=True)) if rows.height > length else None
+    length = page_length(limit, _first_store_rows(keys, names[:-1]))
+    if keys.num_rows <= length:
+        return length, None
+    return length, key_type(**{name: keys.column(name)[length - 1].as_py() for name in names})
 
 
 def _continued_page(engine: sa.Engine, listing: tuple[object, ...], after: KeyT, limit: int, dataset: "_Dataset",
@@ -253,12 +256,12 @@ def _continued_page(engine: sa.Engine, listing: tuple[object, ...], after: KeyT,
 
 
 def _shaped(frames: Generator[pl.DataFrame, None, None], key_columns: list[str],
-            dataset: "_Dataset") -> Generator[tuple[pl.DataFrame, pa.Table], None, None]:
+            dataset: "_Dataset") -> Generator[tuple[pa.Table, pa.Table], None, None]:
     """Each frame's key columns, and its rows in the dataset's schema: shaped as they are read (ahead, off the
     request), a page is then a slice of them."""
     with closing(frames):
         for frame in frames:
-            yield frame.select(key_columns), _table(dataset.shape(frame), dataset.schema)
+            yield frame.select(key_columns).to_arrow(), _table(dataset.shape(frame), dataset.schema)
 
 
 class _ContinuedRead:
@@ -270,10 +273,10 @@ class _ContinuedRead:
         self._key_type, self._store = key_type, names[:-1]
         self._frames = _shaped(frames, names, dataset)
         # The rows read and not yet paged, in step: their key columns, and as the contract's table.
-        self._keys = pl.DataFrame(schema={name: dataset.columns[name] for name in names})
+        self._keys = pl.DataFrame(schema={name: dataset.columns[name] for name in names}).to_arrow()
         self._table = _table(dataset.shape(pl.DataFrame(schema=dataset.columns)), dataset.schema)
         self._read_all = False
-        self._ahead: Future[tuple[pl.DataFrame, pa.Table] | None] | None = None  # the next frame, being read
+        self._ahead: Future[tuple[pa.Table, pa.Table] | None] | None = None  # the next frame, being read
 
     def page(self, limit: int) -> ArrowPage:
         while not self._read_all and not self._page_is_cut(limit):
@@ -281,7 +284,7 @@ class _ContinuedRead:
                 self._read_all = True
             else:
                 keys, table = frame
-                self._keys = pl.concat([self._keys, keys])
+                self._keys = pa.concat_tables([self._keys, keys])
                 self._table = pa.concat_tables([self._table, table])
         length, following = _cut(self._keys, self._key_type, limit)
         page = ArrowPage(self._table.slice(0, length), following)
@@ -290,18 +293,18 @@ class _ContinuedRead:
 
     def _page_is_cut(self, limit: int) -> bool:
         """Whether a row after the page is at hand: one beyond the limit, or one of a later store."""
-        if self._keys.height == 0:
+        if self._keys.num_rows == 0:
             return False
-        stores = self._keys.select(self._store)
-        return self._keys.height > limit or stores.row(0) != stores.row(-1)
+        stores = [self._keys.column(name) for name in self._store]
+        return self._keys.num_rows > limit or any(store[0] != store[-1] for store in stores)
 
     def read_ahead(self, limit: int) -> None:
         """Read the next frame in the background when few pages of rows are left: the database and the driver work
         while the page just cut is sent and the next one asked for."""
-        if not self._read_all and self._ahead is None and self._keys.height <= _READ_AHEAD_PAGES * limit:
+        if not self._read_all and self._ahead is None and self._keys.num_rows <= _READ_AHEAD_PAGES * limit:
             self._ahead = _READ_AHEAD.submit(next, self._frames, None)
 
-    def _next_frame(self) -> tuple[pl.DataFrame, pa.Table] | None:
+    def _next_frame(self) -> tuple[pa.Table, pa.Table] | None:
         if (ahead := self._ahead) is None:
             return next(self._frames, None)
         self._ahead = None
@@ -313,12 +316,12 @@ class _ContinuedRead:
         self._frames.close()
 
 
-def _first_store_rows(rows: pl.DataFrame, store: list[str]) -> int:
+def _first_store_rows(keys: pa.Table, store: list[str]) -> int:
     """How many rows (in key order) the first row's store has: they come first."""
-    if not rows.height:
+    if not keys.num_rows:
         return 0
-    first = rows.row(0, named=True)
-    return int(rows.select(pl.all_horizontal(pl.col(name) == first[name] for name in store)).to_series().sum())
+    first_store = functools.reduce(pc.and_, (pc.equal(keys.column(name), keys.column(name)[0]) for name in store))
+    return pc.sum(first_store).as_py()
 
 
 def parts_in_key_order(fetched: pl.DataFrame, last_key: str) -> pl.DataFrame:

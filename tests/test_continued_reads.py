@@ -114,6 +114,18 @@ def test_an_idle_read_is_closed_without_any_request() -> None:
     assert parked.take("next") is None and read.closed == 1
 
 
+def test_a_read_expiring_sooner_than_those_parked_is_closed_on_time() -> None:
+    """The reaper, waiting for the first read's expiry an hour away, is woken for a read parked later that expires
+    sooner (opened nearly the maximum age ago), and not held to the first one's hour."""
+    parked = ParkedReads(idle_seconds=LONG, max_age_seconds=30, capacity=2)
+    lasting, expiring = Read(), Read()
+    parked.park("lasting", lasting, time.monotonic())
+    time.sleep(0.1)  # the reaper waits for "lasting" by now
+    parked.park("expiring", expiring, time.monotonic() - 29.7)
+    wait_for(lambda: expiring.closed, 5, "the read past its maximum age to be closed")
+    assert lasting.closed == 0 and parked.take("lasting")[0] is lasting
+
+
 def test_a_read_too_old_is_not_continued() -> None:
     parked, read = ParkedReads(idle_seconds=LONG, max_age_seconds=30, capacity=2), Read()
     parked.park("next", read, time.monotonic() - 31)
