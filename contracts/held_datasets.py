@@ -6,7 +6,7 @@ these schemas; field names are the JSON items' names. Quantities and parameter v
 (the store's DECIMAL(18,4)), days are dates and instants are UTC timestamps.
 """
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -82,7 +82,7 @@ class _Chunks:
         return data
 
 
-def encoded(batches: Iterable[pa.RecordBatch], schema: pa.Schema, media_type: str) -> Iterator[bytes]:
+def encoded(batches: Iterable[pa.RecordBatch], schema: pa.Schema, media_type: str) -> Generator[bytes, None, None]:
     """The batches as an Arrow IPC stream (ARROW_STREAM) or a Parquet file (PARQUET), a chunk per batch as it is
     written; no batches make a stream of the schema alone (or a Parquet file without rows)."""
     sink = _Chunks()

@@ -1,7 +1,10 @@
 """Tenant-wide exports of held data: both layouts and formats over HTTP, the Arrow pages' rows exactly, expiry and
 tenancy as the lists, query errors and access, streaming in bounded batches, and `pia pipeline export`."""
 
+import asyncio
 import io
+import threading
+from collections.abc import Generator
 from dataclasses import astuple
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +27,7 @@ from contracts.held_datasets import (
     REPLENISHMENT_PARAMETERS,
     SALES_FORECAST_DAYS,
     SALES_FORECASTS,
+    encoded,
 )
 from db.adbc import inlined
 from db.held import PAGE_PART, ForecastKey, held_forecasts, key_names, page_query
@@ -40,6 +44,7 @@ from db.ids import new_id, utc_now
 from db.schema import sales_forecasts
 from db.tenants import create_tenant
 from pipeline.cli import pipeline
+from serving.routes.demand_planning import streamed
 from settings import Settings
 from tests.conftest import bearer, client_of, get_token
 from tests.test_columnar_reads import held_rows, read_arrow, seed_held, walk
@@ -251,3 +256,33 @@ def test_the_page_reads_come_out_in_key_order_however_the_union_brings_them(
     expected = pl.DataFrame(rows).drop(PAGE_PART)
     shuffle.shuffle(rows)
     assert parts_in_key_order(pl.DataFrame(rows), "sku").equals(expected)
+
+
+async def test_an_export_cancelled_while_a_chunk_is_made_closes_its_read_once_the_chunk_is_made() -> None:
+    """A client gone mid-stream cancels the request while a worker thread makes the next chunk: the stream closes
+    the read (here a generator standing for the database read, whose closing would give its connection back) once
+    that thread is done, instead of failing with "generator already executing" and leaving the read open."""
+    batch = pa.RecordBatch.from_pylist([], schema=REPLENISHMENT_PARAMETERS)
+    reading, go_on, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def read() -> Generator[pa.RecordBatch, None, None]:
+        try:
+            yield batch
+            reading.set()
+            go_on.wait(10)
+            yield batch
+        finally:
+            closed.set()
+
+    batches = read()
+    stream = streamed(encoded(batches, REPLENISHMENT_PARAMETERS, ARROW_STREAM), batches)
+    assert await anext(stream)  # the schema and the first batch
+    next_chunk = asyncio.ensure_future(anext(stream))
+    assert await asyncio.to_thread(reading.wait, 10)
+    next_chunk.cancel()
+    await asyncio.sleep(0.05)  # the stream's closing has begun, and waits for the chunk being made
+    assert not closed.is_set()
+    go_on.set()
+    with pytest.raises(asyncio.CancelledError):
+        await next_chunk
+    assert closed.is_set()

@@ -1,5 +1,6 @@
 """Demand planning scope: /v1/tenants/{tenantId}/demand_planning/…"""
 
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator
 from datetime import UTC, datetime
@@ -339,18 +340,31 @@ def _export_media_type() -> str:
 def _export_response(batches: Generator[pa.RecordBatch, None, None], schema: pa.Schema) -> Response:
     """The batches streamed as they are read, each read and encoded off the event loop."""
     media_type = _export_media_type()
-    chunks = encoded(batches, schema, media_type)
+    return Response(streamed(encoded(batches, schema, media_type), batches), content_type=media_type)
 
-    async def body() -> AsyncIterator[bytes]:
-        try:
-            while (chunk := await blocking(next, chunks, None)) is not None:
-                yield chunk
-        finally:
-            # Also when the client goes away mid-stream: releases the database connection the read holds.
-            await blocking(chunks.close)
-            await blocking(batches.close)
 
-    return Response(body(), content_type=media_type)
+async def streamed(chunks: Generator[bytes, None, None],
+                   batches: Generator[pa.RecordBatch, None, None]) -> AsyncIterator[bytes]:
+    """The chunks as they are made, each in a worker thread; both generators closed however the stream ends, the
+    client gone mid-stream included, which gives back the database connection the read holds. A request cancelled
+    while a chunk is made leaves that thread running, and a running generator cannot be closed ("generator already
+    executing"): the closing waits for it."""
+    turn = threading.Lock()
+
+    def next_chunk() -> bytes | None:
+        with turn:
+            return next(chunks, None)
+
+    def close() -> None:
+        with turn:
+            chunks.close()
+            batches.close()
+
+    try:
+        while (chunk := await blocking(next_chunk)) is not None:
+            yield chunk
+    finally:
+        await blocking(close)
 
 
 @blueprint.get("/sales_forecasts/export")
