@@ -18,7 +18,8 @@ seconds of the server, of PostgreSQL and of the client per million rows, and the
 (target of issue 10: Arrow at least 10× faster than JSON). The floor, measured in the same run once the server has
 stopped: the same rows fetched as one Arrow table straight from the database (PostgreSQL: ADBC's
 `fetch_arrow_table`; DuckDB: its own Arrow result), best of 3; Arrow pages are reported as a share of it (goal of
-issue 19: at least 70 %).
+issue 19: at least 70 %). Beside it, the same pages read and rendered in this process, without HTTP: what the read
+path alone reaches.
 """
 
 import argparse
