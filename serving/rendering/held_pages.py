@@ -44,8 +44,12 @@ def page_json(table: pa.Table, next_cursor: str | None) -> bytes:
     """The page's body, `{"items": […], "nextCursor": …}`, from its Arrow table (SALES_FORECASTS or
     REPLENISHMENT_PARAMETERS)."""
     fields = _forecast_fields() if "quantities" in table.column_names else _parameter_fields()
-    items = pl.from_arrow(table).select(pl.struct(fields).struct.json_encode().str.join(",")).item()
-    return b'{"items":[' + (items or "").encode() + b'],"nextCursor":' + orjson.dumps(next_cursor) + b"}"
+    items = pl.struct(fields).struct.json_encode().str.join(",").fill_null("")
+    tail = '],"nextCursor":' + orjson.dumps(next_cursor).decode() + "}"
+    body = pl.from_arrow(table).select(pl.concat_str(pl.lit('{"items":['), items, pl.lit(tail))).to_series()
+    # The body's bytes copied once out of Arrow's buffer: through a Python str, encoded, then joined with the rest,
+    # a page of 5,000 forecasts (2.3 MB) was copied three times more, 3.2 of its 13.5 ms.
+    return body.to_arrow().cast(pa.large_binary())[0].as_buffer().to_pybytes()
 
 
 def page_arrow(table: pa.Table) -> bytes:
